@@ -1,0 +1,65 @@
+# d2l-gpu: the same commands a newcomer types and CI runs.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+NOTEBOOK_SOURCES := $(wildcard notebooks/*/*.py)
+NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 \
+         --nbval-sanitize-with tests/nbval-sanitize.cfg -p no:cacheprovider
+
+.DEFAULT_GOAL := help
+.PHONY: help install lab test unit notebooks lint format sync execute bench constraints clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+# The venv is rebuilt when pyproject.toml or constraints.txt change.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	touch $@
+
+install: $(STAMP) ## create or refresh .venv with pinned, CPU-sized dependencies
+
+lab: $(STAMP) ## open the notebooks in JupyterLab on 127.0.0.1, with a fresh token
+	$(PY) -m jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks \
+	    --IdentityProvider.token="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))')"
+
+test: unit notebooks ## unit tests, then every notebook through nbval
+
+unit: $(STAMP) ## unit tests only (gpu-marked ones skip without a GPU)
+	$(PY) -m pytest -q tests
+
+notebooks: $(STAMP) ## re-execute every notebook and compare its stored outputs
+	@if ls notebooks/*/*.ipynb >/dev/null 2>&1; then \
+	    $(PY) -m pytest -q $(NBVAL) notebooks; \
+	else echo "notebooks/ holds no .ipynb yet: nothing for nbval to run"; fi
+
+lint: $(STAMP) ## ruff: lint and formatting
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check d2l_gpu tests
+
+format: $(STAMP) ## apply ruff's fixes and formatting
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format d2l_gpu tests
+
+sync: $(STAMP) ## pair every notebook .py (the file you edit) with its .ipynb
+	$(PY) -m jupytext --sync $(NOTEBOOK_SOURCES)
+
+execute: $(STAMP) ## refresh the stored outputs of every notebook (seeded, CPU)
+	$(PY) .ci/execute_notebooks.py $(NOTEBOOK_SOURCES)
+
+bench: $(STAMP) ## the library's overhead ratios, then the exercises' measurements
+	$(PY) tests/benchmarks/bench_overhead.py
+
+constraints: ## re-pin constraints.txt from a fresh resolve (then review the diff)
+	rm -rf $(VENV)-pin && $(PYTHON) -m venv $(VENV)-pin
+	$(VENV)-pin/bin/pip install --quiet torch==2.13.0 -e '.[dev]'
+	{ sed -n '1,2p' constraints.txt; $(VENV)-pin/bin/pip freeze --exclude-editable \
+	    | sed 's/^torch==\([0-9.]*\)+.*/torch==\1/'; } > constraints.new
+	mv constraints.new constraints.txt && rm -rf $(VENV)-pin
+
+clean: ## remove the venv and caches
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +

@@ -1,0 +1,116 @@
+"""Describe this machine's devices, on any machine, with or without nvidia-smi."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import sys
+from dataclasses import asdict, dataclass
+
+import torch
+
+from .devices import ENV_VAR, available_devices, try_all_gpus
+
+__all__ = ["DeviceInfo", "device_info", "device_report", "software_versions"]
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One device as a reader would list it; memory in bytes, None when unknown."""
+
+    device: str
+    name: str
+    total_memory: int | None
+    used_memory: int | None
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _host_memory() -> tuple[int | None, int | None]:
+    try:
+        page = os.sysconf("SC_PAGE_SIZE")
+        total = page * os.sysconf("SC_PHYS_PAGES")
+        free = page * os.sysconf("SC_AVPHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None, None
+    return total, total - free
+
+
+def _accelerator_info(device: torch.device) -> DeviceInfo:
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info(device)
+        name = torch.cuda.get_device_name(device)
+        return DeviceInfo(str(device), name, total, total - free)
+    if device.type == "mps":
+        total = getattr(torch.mps, "recommended_max_memory", lambda: None)()
+        return DeviceInfo(str(device), "Apple GPU (MPS)", total, torch.mps.driver_allocated_memory())
+    acc = getattr(torch, "accelerator", None)
+    try:
+        free, total = acc.get_memory_info(device)  # type: ignore[union-attr]
+        used: int | None = total - free
+    except (AttributeError, RuntimeError):
+        total = used = None
+    return DeviceInfo(str(device), device.type.upper(), total, used)
+
+
+def device_info() -> list[DeviceInfo]:
+    """The CPU and every accelerator this machine has, with their memory."""
+    cpu_total, cpu_used = _host_memory()
+    rows = [DeviceInfo("cpu", f"{_cpu_name()} ({os.cpu_count()} logical cores)", cpu_total, cpu_used)]
+    rows += [_accelerator_info(d) for d in available_devices()[1:]]
+    return rows
+
+
+def _blas() -> str:
+    match = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    return match.group(1) if match else "unknown"
+
+
+def software_versions() -> dict[str, str]:
+    """Versions that decide what a device can do, as strings; 'none' when absent."""
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "none",
+        "hip": getattr(torch.version, "hip", None) or "none",
+        "cudnn": str(cudnn) if cudnn else "none",
+        "blas": _blas(),
+        "torch threads": str(torch.get_num_threads()),
+        "nvidia-smi": shutil.which("nvidia-smi") or "not found",
+        ENV_VAR: os.environ.get(ENV_VAR, "unset"),
+    }
+
+
+def _gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def device_report() -> str:
+    """A table of devices, what the helpers will use, and the software versions."""
+    rows = device_info()
+    width = max(len(r.device) for r in rows)
+    lines = [f"{'device':<{width}}  {'total':>10}  {'used':>10}  name"]
+    lines += [
+        f"{r.device:<{width}}  {_gib(r.total_memory):>10}  {_gib(r.used_memory):>10}  {r.name}"
+        for r in rows
+    ]
+    lines.append("helpers use: " + ", ".join(str(d) for d in try_all_gpus()))
+    key_width = max(map(len, software_versions()))
+    lines += [f"{k:<{key_width}}  {v}" for k, v in software_versions().items()]
+    lines.append(f"platform{' ' * (key_width - 8)}  {sys.platform}, {platform.machine()}")
+    return "\n".join(lines)
