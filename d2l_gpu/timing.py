@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.utils.benchmark as torch_benchmark
 
 from .devices import _hardware, synchronize
 
@@ -163,6 +162,9 @@ def benchmark(
         if sync is not None:
             sync()
         return time.perf_counter()
+
+    # Imported here: it pulls in setuptools, which would slow `import d2l_gpu`.
+    import torch.utils.benchmark as torch_benchmark
 
     for _ in range(warmup):
         fn(*args, **kwargs)

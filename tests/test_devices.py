@@ -1,0 +1,162 @@
+"""Device helpers on this machine and on simulated ones (monkeypatched torch queries)."""
+
+import numpy as np
+import pytest
+import torch
+
+import d2l_gpu
+from d2l_gpu import devices
+from tests.simulate import simulate_machine
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("accelerator_api", [True, False], ids=["accelerator-api", "legacy-api"])
+def test_simulated_machine_without_gpu_falls_back_to_cpu(monkeypatch, accelerator_api):
+    simulate_machine(monkeypatch, None, 0, accelerator_api=accelerator_api)
+    assert d2l_gpu.num_gpus() == 0
+    assert d2l_gpu.try_gpu() == CPU
+    assert d2l_gpu.try_gpu(3) == CPU
+    assert d2l_gpu.try_all_gpus() == [CPU]
+    assert d2l_gpu.accelerator_type() is None
+    assert d2l_gpu.gpu(1) == torch.device("cuda", 1)
+    assert d2l_gpu.available_devices() == [CPU]
+
+
+@pytest.mark.parametrize("accelerator_api", [True, False], ids=["accelerator-api", "legacy-api"])
+@pytest.mark.parametrize("count", [1, 2, 4])
+def test_simulated_cuda_machine_offers_each_gpu_then_cpu(monkeypatch, count, accelerator_api):
+    simulate_machine(monkeypatch, "cuda", count, accelerator_api=accelerator_api)
+    gpus = [torch.device("cuda", i) for i in range(count)]
+    assert d2l_gpu.num_gpus() == count
+    assert [d2l_gpu.try_gpu(i) for i in range(count)] == gpus
+    assert d2l_gpu.try_gpu(count) == CPU
+    assert d2l_gpu.try_all_gpus() == gpus
+    assert d2l_gpu.accelerator_type() == "cuda"
+    assert d2l_gpu.available_devices() == [CPU, *gpus]
+
+
+@pytest.mark.parametrize("accelerator_api", [True, False], ids=["accelerator-api", "legacy-api"])
+def test_simulated_mps_machine_has_exactly_one_gpu(monkeypatch, accelerator_api):
+    simulate_machine(monkeypatch, "mps", 1, accelerator_api=accelerator_api)
+    mps = torch.device("mps", 0)
+    assert d2l_gpu.num_gpus() == 1
+    assert d2l_gpu.try_gpu() == mps
+    assert d2l_gpu.try_gpu(1) == CPU
+    assert d2l_gpu.try_all_gpus() == [mps]
+    assert d2l_gpu.gpu() == mps
+    assert d2l_gpu.accelerator_type() == "mps"
+
+
+def test_try_all_gpus_returns_a_fresh_list(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 2)
+    d2l_gpu.try_all_gpus().clear()
+    assert len(d2l_gpu.try_all_gpus()) == 2
+
+
+def test_this_machine_agrees_with_torch():
+    expected = torch.accelerator.device_count() if torch.accelerator.is_available() else 0
+    assert d2l_gpu.num_gpus() == expected
+    assert (d2l_gpu.try_gpu() == CPU) == (expected == 0)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("cpu", [CPU]),
+        ("CPU", [CPU]),
+        ("cuda", [torch.device("cuda", 0), torch.device("cuda", 1)]),
+        ("cuda:1", [torch.device("cuda", 1)]),
+    ],
+)
+def test_environment_override_on_simulated_two_gpu_machine(monkeypatch, value, expected):
+    simulate_machine(monkeypatch, "cuda", 2)
+    monkeypatch.setenv(devices.ENV_VAR, value)
+    assert d2l_gpu.try_all_gpus() == expected
+    assert d2l_gpu.try_gpu() == expected[0]
+    assert d2l_gpu.num_gpus() == (0 if value.lower() == "cpu" else len(expected))
+
+
+def test_environment_override_cuda_1_hides_the_other_gpu(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 2)
+    monkeypatch.setenv(devices.ENV_VAR, "cuda:1")
+    assert d2l_gpu.try_gpu(1) == CPU
+
+
+@pytest.mark.parametrize("value", ["mps", "cuda:2", "xpu:0"])
+def test_environment_override_naming_a_missing_device_says_what_exists(monkeypatch, value):
+    simulate_machine(monkeypatch, "cuda", 2)
+    monkeypatch.setenv(devices.ENV_VAR, value)
+    with pytest.raises(RuntimeError, match="valid values here: 'cpu', 'cuda:0', 'cuda:1'"):
+        d2l_gpu.try_gpu()
+
+
+@pytest.mark.parametrize("value", ["gpu", "banana", "cuda:x"])
+def test_environment_override_that_is_no_device_name_is_rejected(monkeypatch, value):
+    simulate_machine(monkeypatch, None, 0)
+    monkeypatch.setenv(devices.ENV_VAR, value)
+    with pytest.raises(ValueError, match=rf"D2L_DEVICE='{value}'.*valid values here: 'cpu'"):
+        d2l_gpu.try_all_gpus()
+
+
+def test_environment_override_cuda_on_cpu_only_machine_is_an_error(monkeypatch):
+    simulate_machine(monkeypatch, None, 0)
+    monkeypatch.setenv(devices.ENV_VAR, "cuda")
+    with pytest.raises(RuntimeError, match="not a device this machine has"):
+        d2l_gpu.num_gpus()
+
+
+@pytest.mark.parametrize("func", [d2l_gpu.try_gpu, d2l_gpu.gpu])
+@pytest.mark.parametrize(
+    ("bad", "error", "message"),
+    [
+        (-1, ValueError, "index >= 0"),
+        (1.5, TypeError, "got 1.5 of type float"),
+        (True, TypeError, "got the bool True"),
+        ("x", TypeError, "got 'x' of type str"),
+        (None, TypeError, "got None"),
+    ],
+)
+def test_bad_gpu_index_is_rejected_with_what_is_accepted(func, bad, error, message):
+    with pytest.raises(error, match=message):
+        func(bad)
+
+
+def test_integer_like_indices_are_accepted(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 2)
+    assert d2l_gpu.try_gpu(np.int64(1)) == torch.device("cuda", 1)
+
+
+def test_synchronize_is_a_no_op_on_cpu_and_meta():
+    d2l_gpu.synchronize("cpu")
+    d2l_gpu.synchronize(torch.device("meta"))
+
+
+def test_synchronize_with_no_device_waits_for_the_simulated_accelerator(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 2)
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    d2l_gpu.synchronize()
+    d2l_gpu.synchronize("cuda:1")
+    assert calls == [torch.device("cuda"), torch.device("cuda", 1)]
+
+
+def test_synchronize_on_simulated_mps_uses_the_mps_backend(monkeypatch):
+    calls = []
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: calls.append("mps"))
+    d2l_gpu.synchronize("mps")
+    assert calls == ["mps"]
+
+
+def test_synchronize_without_accelerator_and_no_device_returns(monkeypatch):
+    simulate_machine(monkeypatch, None, 0)
+    d2l_gpu.synchronize()
+
+
+@pytest.mark.gpu
+def test_synchronize_waits_for_real_device_work():
+    device = d2l_gpu.try_gpu()
+    x = torch.randn(2048, 2048, device=device)
+    y = x @ x
+    d2l_gpu.synchronize(device)
+    assert torch.isfinite(y).all().item()

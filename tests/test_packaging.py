@@ -1,0 +1,83 @@
+"""The package's promises about itself: light import, public API, pinned installs."""
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import d2l_gpu
+
+ROOT = Path(__file__).resolve().parents[1]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+# conda-forge names that differ from PyPI's.
+CONDA_TO_PYPI = {"pytorch": "torch"}
+
+
+def _name_and_spec(requirement: str) -> tuple[str, str]:
+    match = re.fullmatch(r"\s*([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?\s*(.*?)\s*", requirement)
+    assert match, requirement
+    return match.group(1).lower().replace("_", "-"), match.group(2).replace(" ", "")
+
+
+def _pyproject_requirements() -> dict[str, str]:
+    project = PYPROJECT["project"]
+    reqs = list(project["dependencies"])
+    for extra in project["optional-dependencies"].values():
+        reqs += [r for r in extra if not r.startswith("d2l-gpu")]
+    return dict(_name_and_spec(r) for r in reqs)
+
+
+def _environment_requirements() -> dict[str, str]:
+    text = (ROOT / "environment.yml").read_text(encoding="utf-8")
+    text = text.split("\ndependencies:\n", 1)[1]
+    deps = re.findall(r"^  - ([A-Za-z0-9_.\-]+[^\n]*)$", text, re.M)
+    named = dict(_name_and_spec(d) for d in deps)
+    named.pop("python"), named.pop("pip")
+    return {CONDA_TO_PYPI.get(k, k): v for k, v in named.items()}
+
+
+def test_environment_yml_lists_the_same_dependencies_as_pyproject():
+    assert _environment_requirements() == _pyproject_requirements()
+
+
+def test_environment_yml_python_matches_requires_python():
+    text = (ROOT / "environment.yml").read_text(encoding="utf-8")
+    assert f"  - python{PYPROJECT['project']['requires-python']}\n" in text
+
+
+def test_torch_is_a_range_for_users_and_pinned_for_make():
+    assert PYPROJECT["project"]["dependencies"] == ["torch>=2.6"]
+    pins = (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()
+    assert "torch==2.13.0" in pins
+    assert all("+" not in line for line in pins if not line.startswith("#"))
+
+
+def test_import_adds_nothing_heavy_to_what_torch_loads():
+    code = (
+        "import sys, torch; before = set(sys.modules); import d2l_gpu; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    added = {name.split(".")[0] for name in out.stdout.split()}
+    assert added - {"d2l_gpu"} <= sys.stdlib_module_names, added
+
+
+def test_public_api_is_declared_and_typed():
+    for name in d2l_gpu.__all__:
+        assert hasattr(d2l_gpu, name), name
+    assert (ROOT / "d2l_gpu" / "py.typed").is_file()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", d2l_gpu.__version__)
+
+
+def test_make_lab_serves_locally_with_a_token():
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    lab = makefile.split("\nlab:", 1)[1].split("\n\n", 1)[0]
+    assert "--ServerApp.ip=127.0.0.1" in lab
+    assert "--IdentityProvider.token=" in lab and "secrets.token_urlsafe" in lab
+
+
+def test_ci_runs_make_test():
+    script = ROOT / ".ci" / "run"
+    assert script.stat().st_mode & 0o111
+    assert re.search(r"^make .*\btest\b", script.read_text(encoding="utf-8"), re.M)
