@@ -1,0 +1,129 @@
+# %% [markdown]
+# # GPUs: why they matter and what this machine has
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/01-introduction.ipynb)
+#
+# **What you will learn**
+#
+# - why deep learning runs on GPUs, and what this section builds towards;
+# - how to ask a machine which accelerators it has, with or without `nvidia-smi`;
+# - that every PyTorch tensor carries the device it lives on.
+#
+# **What you need**
+#
+# - Python with PyTorch and `d2l_gpu` (Colab installs `d2l_gpu` in the next cell);
+# - a GPU is optional: every cell runs on a CPU-only laptop and says what a GPU would show.
+
+# %% tags=["nbval-ignore-output"]
+import sys
+
+if "google.colab" in sys.modules:  # Colab: add d2l_gpu and keep Colab's own torch
+    get_ipython().run_line_magic(
+        "pip", "install --quiet --no-deps git+https://github.com/d2l-gpu/d2l-gpu"
+    )
+
+import torch
+
+import d2l_gpu
+
+torch.manual_seed(0)
+print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
+print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+if d2l_gpu.num_gpus() == 0:
+    print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
+
+# %% [markdown]
+# ## Why the hardware matters
+#
+# Since about 2000, the arithmetic a single GPU can do per second has grown by
+# roughly a factor of a thousand every ten years. Models grew along with it:
+# much of what deep learning does today would simply take too long on a CPU.
+# Getting that speed is not automatic, though. A GPU is a separate device with
+# its own memory, and the data a computation needs has to be there first.
+#
+# This section is about exactly that: naming devices, putting tensors and models
+# on them, and moving data between them without wasting the speed we came for.
+# It starts with one GPU and then copies data between two; later chapters spread
+# training over several GPUs and several servers (a first look is in
+# [07 – Beyond one machine](07-beyond-one-machine.ipynb)).
+#
+# ## Look at the hardware
+#
+# On a machine with an NVIDIA card, the driver and the CUDA toolkit come with the
+# command-line tool `nvidia-smi`, which lists every card with its memory, its load
+# and the processes using it. The book's authors ran this section on a server with
+# four 16 GB V100 cards. The next cell runs `nvidia-smi` if the machine has it;
+# otherwise (a laptop, an Apple Mac, a CPU-only cloud runner) it prints the device
+# report of `d2l_gpu`, which asks PyTorch itself what it can use.
+
+# %% tags=["nbval-ignore-output"]
+import shutil
+import subprocess
+
+smi = shutil.which("nvidia-smi")
+result = subprocess.run([smi], capture_output=True, text=True, check=False) if smi else None
+if result is not None and result.returncode == 0:
+    print(result.stdout)
+else:
+    reason = "nvidia-smi failed: " + result.stderr.strip() if result else "nvidia-smi not found"
+    print(f"{reason}. What PyTorch sees on this machine:\n")
+    print(d2l_gpu.device_report())
+
+# %% [markdown]
+# On a CPU-only machine the table has a single `cpu` row and "helpers use: cpu".
+# With one NVIDIA GPU, `nvidia-smi` shows a card such as "NVIDIA A100" with its
+# memory in MiB; on an Apple Silicon Mac the report lists an `mps` device.
+#
+# ## Every tensor lives on a device
+#
+# A PyTorch tensor looks and behaves much like a NumPy array, with one addition:
+# it records the device whose memory holds its elements. Unless we ask for
+# something else, that is the CPU and the computer's main memory.
+
+# %%
+import numpy as np
+
+x = torch.arange(6).reshape(2, 3)
+print(x)
+print("x lives on:", x.device)
+print("NumPy knows one device only:", np.arange(6).device)
+
+# %% [markdown]
+# NumPy arrays always sit in main memory, so NumPy has nothing to choose. A
+# tensor may instead live in the memory of a GPU, and then the GPU does the
+# arithmetic on it. The notebooks that follow make that choice explicit.
+#
+# ## Code that meets machines with and without GPUs
+#
+# The same script often runs on a laptop without a GPU, on a workstation with
+# one, and on a cloud server with eight. Code that assumes a GPU crashes on the
+# laptop; code that ignores the GPU wastes the server. The helpers in `d2l_gpu`
+# pick what exists, so every notebook here runs anywhere.
+#
+# Running this whole section as intended takes two GPUs, because it shows data
+# moving from one GPU to another. That is the only place in the book that needs
+# more than one; renting a multi-GPU cloud machine for an hour is cheap. With
+# fewer GPUs, the demonstrations that want a second one use the CPU in its place
+# and print that they did. The next cell says which case this machine is.
+
+# %% tags=["nbval-ignore-output"]
+n = d2l_gpu.num_gpus()
+if n >= 2:
+    print(f"{n} GPUs: every demonstration runs as written, copies between GPUs included.")
+elif n == 1:
+    print("1 GPU: demonstrations that want a second GPU use the CPU instead and say so.")
+else:
+    print("No GPU: everything runs on the CPU, and the text says what a GPU would show.")
+
+# %% [markdown]
+# To try the CPU path on a GPU machine, set the environment variable
+# `D2L_DEVICE=cpu` before starting Jupyter; `D2L_DEVICE=cuda:1` hides every GPU
+# but the second one, much like `CUDA_VISIBLE_DEVICES`.
+#
+# ## Where to go next
+#
+# 1. [02 – Computing devices](02-computing-devices.ipynb): naming the CPU and GPUs, and picking ones that exist.
+# 2. [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb): storage, copying, and what data movement costs.
+# 3. [04 – Neural networks and GPUs](04-neural-networks-and-gpus.ipynb): putting a model on a device.
+# 4. [05 – Summary](05-summary.ipynb): the section in a few rules, and the most common mistake.
+# 5. [06 – Exercises](06-exercises.ipynb) and [07 – Beyond one machine](07-beyond-one-machine.ipynb).
