@@ -1,0 +1,147 @@
+# %% [markdown]
+# # Computing devices: naming the CPU and the GPUs
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/02-computing-devices.ipynb)
+#
+# **What you will learn**
+#
+# - how PyTorch names the CPU and each GPU, and what one GPU device stands for;
+# - how to count the GPUs a machine has;
+# - two helpers, `try_gpu` and `try_all_gpus`, that let the same code run with
+#   or without the GPU it asks for.
+#
+# **What you need**
+#
+# - [01 – Introduction](01-introduction.ipynb); a GPU is optional.
+
+# %% tags=["nbval-ignore-output"]
+import sys
+
+if "google.colab" in sys.modules:  # Colab: add d2l_gpu and keep Colab's own torch
+    get_ipython().run_line_magic(
+        "pip", "install --quiet --no-deps git+https://github.com/d2l-gpu/d2l-gpu"
+    )
+
+import torch
+
+import d2l_gpu
+
+torch.manual_seed(0)
+print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
+print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+if d2l_gpu.num_gpus() == 0:
+    print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
+
+# %% [markdown]
+# ## Names for devices
+#
+# A `torch.device` names a place that holds tensors and runs the arithmetic on
+# them. There is one name for the CPU, `cpu`, however many cores it has: they
+# all share the computer's main memory. Each GPU gets its own name, because each
+# card has its own memory: `cuda:0` is the first card, `cuda:1` the second, and
+# plain `cuda` means the current card, which is `cuda:0` unless you change it.
+# (AMD cards under ROCm use the same `cuda` names; an Apple Silicon Mac has a
+# single GPU called `mps`.)
+#
+# Making a name allocates nothing and checks nothing, so these work on any machine:
+
+# %%
+for name in [torch.device("cpu"), torch.device("cuda"), torch.device("cuda", 1)]:
+    print(repr(name))
+
+# %% [markdown]
+# The book's Java code says "gpu", but that is not a device type PyTorch knows.
+# The error lists the types it does know:
+
+# %% tags=["raises-exception"]
+torch.device("gpu")
+
+# %% [markdown]
+# `d2l_gpu` keeps the book's short names. `gpu(i)` names the i-th GPU of
+# whichever kind this PyTorch build uses; on a machine without one it gives the
+# CUDA name, as the book does.
+
+# %%
+for name in [d2l_gpu.cpu(), d2l_gpu.gpu(), d2l_gpu.gpu(1)]:
+    print(repr(name))
+
+# %% [markdown]
+# ## How many GPUs?
+#
+# `torch.cuda.device_count()` counts CUDA (and ROCm) cards. Recent PyTorch also has
+# an accelerator-neutral API, `torch.accelerator`, which counts Apple or Intel GPUs
+# too. `d2l_gpu.num_gpus()` answers the same question and also honours the
+# `D2L_DEVICE` setting shown at the end. Here a CPU-only machine prints zeros and
+# `None`; a machine with two NVIDIA cards prints `2`, `2`, `2` and `cuda`.
+
+# %% tags=["nbval-ignore-output"]
+print("torch.cuda.device_count():       ", torch.cuda.device_count())
+print("torch.accelerator.device_count():", torch.accelerator.device_count())
+print("d2l_gpu.num_gpus():              ", d2l_gpu.num_gpus())
+print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
+
+# %% [markdown]
+# ## Asking for a GPU that may not be there
+#
+# Code that writes `torch.device("cuda:1")` fails later, at the first tensor it
+# puts there, on every machine with fewer than two GPUs. Two helpers avoid that:
+#
+# - `try_gpu(i)` returns the i-th GPU if it exists and the CPU otherwise;
+# - `try_all_gpus()` returns every GPU, or `[cpu]` when there is none, so a loop
+#   over its result always has at least one device to work with.
+#
+# `try_gpu(3)` asks for a fourth GPU, which few machines have:
+
+# %%
+print("try_gpu():  ", d2l_gpu.try_gpu())
+print("try_gpu(3): ", d2l_gpu.try_gpu(3))
+
+# %% tags=["nbval-ignore-output"]
+d2l_gpu.try_all_gpus()
+
+# %% [markdown]
+# Here, without a GPU, both `try_gpu` calls give the CPU and `try_all_gpus()` gives
+# `[device(type='cpu')]`. On a machine with two GPUs the answers would be
+# `cuda:0`, `cpu` and `[cuda:0, cuda:1]`.
+#
+# A GPU index is a whole number from 0; anything else is refused with a message
+# that says what was wrong rather than quietly handing back the CPU:
+
+# %% tags=["raises-exception"]
+d2l_gpu.try_gpu(-1)
+
+# %% [markdown]
+# ## Choose once, use everywhere
+#
+# The usual pattern is to pick the device once, near the top of a script, and
+# pass it wherever tensors are made. PyTorch never moves data by itself, so this
+# one variable decides where everything lives.
+
+# %%
+device = d2l_gpu.try_gpu()
+x = torch.ones(2, 3, device=device)
+print("x is on the chosen device:", x.device == device)
+print("x is on", x.device)
+
+# %% [markdown]
+# ## Trying the CPU path on a GPU machine
+#
+# Setting `D2L_DEVICE` restricts what the helpers offer, for a whole run or, as
+# here, for a few lines. With `D2L_DEVICE=cpu`, a GPU machine behaves like a
+# laptop, which is a quick way to check that code also works without a GPU.
+
+# %%
+import os
+
+saved = os.environ.get(d2l_gpu.ENV_VAR)
+os.environ[d2l_gpu.ENV_VAR] = "cpu"
+try:
+    print("with D2L_DEVICE=cpu:", d2l_gpu.try_gpu(), d2l_gpu.try_all_gpus(), d2l_gpu.num_gpus())
+finally:
+    if saved is None:
+        del os.environ[d2l_gpu.ENV_VAR]
+    else:
+        os.environ[d2l_gpu.ENV_VAR] = saved
+
+# %% [markdown]
+# Next: [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb) puts tensors on these devices.

@@ -1,0 +1,142 @@
+# %% [markdown]
+# # 计算设备：给 CPU 和 GPU 起名字
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/02-computing-devices.ipynb)
+#
+# **你将学到**
+#
+# - PyTorch 怎样称呼 CPU 和每一块 GPU，一个 GPU 设备代表什么；
+# - 怎样数出一台机器上有几块 GPU；
+# - `try_gpu` 和 `try_all_gpus` 两个辅助函数：要的 GPU 在不在，同一份代码都能运行。
+#
+# **你需要**
+#
+# - 先读过 [01 – 引言](01-introduction.ipynb)；GPU 不是必需的。
+
+# %% tags=["nbval-ignore-output"]
+import sys
+
+if "google.colab" in sys.modules:  # Colab: add d2l_gpu and keep Colab's own torch
+    get_ipython().run_line_magic(
+        "pip", "install --quiet --no-deps git+https://github.com/d2l-gpu/d2l-gpu"
+    )
+
+import torch
+
+import d2l_gpu
+
+torch.manual_seed(0)
+print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
+print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+if d2l_gpu.num_gpus() == 0:
+    print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
+
+# %% [markdown]
+# ## 设备的名字
+#
+# `torch.device` 指明一个地方：张量存在那里，针对它们的运算也在那里进行。
+# CPU 只有一个名字 `cpu`，不管它有多少个核——这些核共用电脑的内存。
+# GPU 则每块各有名字，因为每块卡都有自己的显存：`cuda:0` 是第一块，`cuda:1` 是第二块，
+# 单写 `cuda` 指当前那块卡，不另行设置的话就是 `cuda:0`。
+# （ROCm 下的 AMD 显卡沿用 `cuda` 这套名字；Apple 芯片的 Mac 只有一块 GPU，叫 `mps`。）
+#
+# 起个名字既不分配内存，也不做检查，所以下面这行在任何机器上都能运行：
+
+# %%
+for name in [torch.device("cpu"), torch.device("cuda"), torch.device("cuda", 1)]:
+    print(repr(name))
+
+# %% [markdown]
+# 原书的 Java 代码写的是 "gpu"，可 PyTorch 并没有这种设备类型。
+# 报错信息里列出了它认得的全部类型：
+
+# %% tags=["raises-exception"]
+torch.device("gpu")
+
+# %% [markdown]
+# `d2l_gpu` 保留了书中简短的函数名。`gpu(i)` 给出第 i 块 GPU 的名字，
+# 类型随当前 PyTorch 所用的加速器而定；机器上没有 GPU 时，它和原书一样给出 CUDA 的名字。
+
+# %%
+for name in [d2l_gpu.cpu(), d2l_gpu.gpu(), d2l_gpu.gpu(1)]:
+    print(repr(name))
+
+# %% [markdown]
+# ## 有几块 GPU？
+#
+# `torch.cuda.device_count()` 只数 CUDA（以及 ROCm）显卡。较新的 PyTorch 还提供了
+# 不限厂商的 `torch.accelerator`，Apple、Intel 的 GPU 也算在内。
+# `d2l_gpu.num_gpus()` 回答的是同一个问题，此外还会遵从文末介绍的 `D2L_DEVICE` 设置。
+# 在只有 CPU 的机器上，这里打印的是几个 0 和 `None`；插着两块 NVIDIA 卡的机器则打印
+# `2`、`2`、`2` 和 `cuda`。
+
+# %% tags=["nbval-ignore-output"]
+print("torch.cuda.device_count():       ", torch.cuda.device_count())
+print("torch.accelerator.device_count():", torch.accelerator.device_count())
+print("d2l_gpu.num_gpus():              ", d2l_gpu.num_gpus())
+print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
+
+# %% [markdown]
+# ## 要一块未必存在的 GPU
+#
+# 直接写 `torch.device("cuda:1")` 的代码，在 GPU 少于两块的机器上，
+# 一往那里放张量就会出错。下面两个辅助函数可以避开这个问题：
+#
+# - `try_gpu(i)`：第 i 块 GPU 存在就返回它，否则返回 CPU；
+# - `try_all_gpus()`：返回全部 GPU，一块都没有时返回 `[cpu]`，
+#   这样遍历它的循环至少总有一个设备可用。
+#
+# `try_gpu(3)` 要的是第四块 GPU，有这么多卡的机器不多：
+
+# %%
+print("try_gpu():  ", d2l_gpu.try_gpu())
+print("try_gpu(3): ", d2l_gpu.try_gpu(3))
+
+# %% tags=["nbval-ignore-output"]
+d2l_gpu.try_all_gpus()
+
+# %% [markdown]
+# 这台机器没有 GPU，所以两次 `try_gpu` 都得到 CPU，`try_all_gpus()` 得到
+# `[device(type='cpu')]`。换到有两块 GPU 的机器上，结果会是 `cuda:0`、`cpu`
+# 和 `[cuda:0, cuda:1]`。
+#
+# GPU 编号必须是从 0 开始的整数；其他值会被拒绝，报错信息会指出哪里不对，
+# 而不是悄悄地把 CPU 交还给你：
+
+# %% tags=["raises-exception"]
+d2l_gpu.try_gpu(-1)
+
+# %% [markdown]
+# ## 选一次，处处用
+#
+# 常见的写法是在脚本开头选定设备，之后凡是创建张量的地方都把它传进去。
+# PyTorch 从不自作主张地搬运数据，所以这一个变量就决定了所有数据放在哪里。
+
+# %%
+device = d2l_gpu.try_gpu()
+x = torch.ones(2, 3, device=device)
+print("x is on the chosen device:", x.device == device)
+print("x is on", x.device)
+
+# %% [markdown]
+# ## 在 GPU 机器上走一遍 CPU 的路
+#
+# 设置 `D2L_DEVICE` 可以限制辅助函数提供的设备，既可以对整次运行生效，
+# 也可以像这里一样只管几行。设成 `D2L_DEVICE=cpu` 后，GPU 机器就表现得和普通笔记本一样，
+# 用来快速确认代码在没有 GPU 时同样能跑。
+
+# %%
+import os
+
+saved = os.environ.get(d2l_gpu.ENV_VAR)
+os.environ[d2l_gpu.ENV_VAR] = "cpu"
+try:
+    print("with D2L_DEVICE=cpu:", d2l_gpu.try_gpu(), d2l_gpu.try_all_gpus(), d2l_gpu.num_gpus())
+finally:
+    if saved is None:
+        del os.environ[d2l_gpu.ENV_VAR]
+    else:
+        os.environ[d2l_gpu.ENV_VAR] = saved
+
+# %% [markdown]
+# 下一篇：[03 – 张量与 GPU](03-tensors-and-gpus.ipynb)，把张量放到这些设备上。
