@@ -44,7 +44,8 @@ def check_lines(packages: dict[str, str] | None = None) -> list[tuple[bool, str]
         try:
             lines.append((True, f"{name} {metadata.version(name)}"))
         except metadata.PackageNotFoundError:
-            lines.append((False, f"{name} is missing (needed for {why}): pip install 'd2l-gpu[notebooks]'"))
+            fix = "pip install 'd2l-gpu[notebooks]'"
+            lines.append((False, f"{name} is missing (needed for {why}): {fix}"))
     return lines
 
 

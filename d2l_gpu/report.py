@@ -57,7 +57,8 @@ def _accelerator_info(device: torch.device) -> DeviceInfo:
         return DeviceInfo(str(device), name, total, total - free)
     if device.type == "mps":
         total = getattr(torch.mps, "recommended_max_memory", lambda: None)()
-        return DeviceInfo(str(device), "Apple GPU (MPS)", total, torch.mps.driver_allocated_memory())
+        used = torch.mps.driver_allocated_memory()
+        return DeviceInfo(str(device), "Apple GPU (MPS)", total, used)
     acc = getattr(torch, "accelerator", None)
     try:
         free, total = acc.get_memory_info(device)  # type: ignore[union-attr]
@@ -70,7 +71,8 @@ def _accelerator_info(device: torch.device) -> DeviceInfo:
 def device_info() -> list[DeviceInfo]:
     """The CPU and every accelerator this machine has, with their memory."""
     cpu_total, cpu_used = _host_memory()
-    rows = [DeviceInfo("cpu", f"{_cpu_name()} ({os.cpu_count()} logical cores)", cpu_total, cpu_used)]
+    name = f"{_cpu_name()} ({os.cpu_count()} logical cores)"
+    rows = [DeviceInfo("cpu", name, cpu_total, cpu_used)]
     rows += [_accelerator_info(d) for d in available_devices()[1:]]
     return rows
 

@@ -57,7 +57,7 @@ class Timer:
             self._sync()
         now = time.perf_counter()
         if self._tik is None:
-            raise RuntimeError("Timer.stop() called while the timer is not running; call start() first")
+            raise RuntimeError("Timer.stop() needs a running timer; call start() first")
         self.times.append(now - self._tik)
         self._tik = None
         return self.times[-1]
@@ -65,7 +65,7 @@ class Timer:
     def avg(self) -> float:
         """The mean of the recorded times."""
         if not self.times:
-            raise ValueError("Timer.avg() needs at least one recorded time; call start() and stop() first")
+            raise ValueError("Timer.avg() needs at least one recorded time; call stop() first")
         return sum(self.times) / len(self.times)
 
     def sum(self) -> float:

@@ -18,9 +18,8 @@ def simulate_machine(
     available = kind is not None and count > 0
     if accelerator_api:
         monkeypatch.setattr(torch.accelerator, "is_available", lambda: available)
-        monkeypatch.setattr(
-            torch.accelerator, "current_accelerator", lambda: torch.device(kind) if available else None
-        )
+        current = torch.device(kind) if available else None
+        monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda: current)
         monkeypatch.setattr(torch.accelerator, "device_count", lambda: count if available else 0)
     else:
         monkeypatch.delattr(torch, "accelerator")

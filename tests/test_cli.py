@@ -59,9 +59,10 @@ def test_check_passes_in_the_dev_environment(capsys):
 
 def test_check_reports_a_missing_package():
     lines = check.check_lines({"surely-not-installed-pkg": "testing"})
-    assert lines[-1] == (
-        False,
-        "surely-not-installed-pkg is missing (needed for testing): pip install 'd2l-gpu[notebooks]'",
+    ok, text = lines[-1]
+    assert not ok
+    assert text == (
+        "surely-not-installed-pkg is missing (needed for testing): pip install 'd2l-gpu[notebooks]'"
     )
 
 

@@ -5,7 +5,6 @@ import time
 
 import pytest
 import torch
-import torch.utils.benchmark as torch_benchmark
 
 import d2l_gpu
 from d2l_gpu import timing
@@ -46,7 +45,7 @@ def test_timer_avg_without_times_is_a_clear_error():
 def test_timer_stop_twice_without_start_is_a_clear_error():
     timer = d2l_gpu.Timer()
     timer.stop()
-    with pytest.raises(RuntimeError, match="call start\\(\\) first"):
+    with pytest.raises(RuntimeError, match="needs a running timer; call start"):
         timer.stop()
 
 
@@ -99,16 +98,6 @@ def test_benchmark_synchronizes_the_device_it_is_given(slow_device):
     assert slow_device and set(slow_device) == {torch.device("cuda", 0)}
     # Each block's clock waits 20 ms for the simulated device.
     assert m.median * m.number_per_run >= 0.02
-
-
-def test_benchmark_agrees_with_torch_timer_on_a_matmul():
-    x = torch.randn(128, 128)
-    ours = d2l_gpu.benchmark(torch.mm, x, x, min_run_time=0.2)
-    theirs = torch_benchmark.Timer(
-        "torch.mm(x, x)", globals={"torch": torch, "x": x}, num_threads=torch.get_num_threads()
-    ).blocked_autorange(min_run_time=0.2)
-    # Generous bound: a unit test is no benchmark (make bench checks 5 %).
-    assert ours.median == pytest.approx(theirs.median, rel=0.5)
 
 
 @pytest.mark.parametrize(
