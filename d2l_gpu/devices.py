@@ -104,8 +104,22 @@ def _visible_gpus(override: str | None) -> tuple[torch.device, ...]:
     return tuple(torch.device(kind, i) for i in range(count)) if kind else ()
 
 
+# os.environ.get costs about 1 us when the variable is unset (it raises and
+# catches a KeyError); reading the mapping underneath keeps try_gpu() cheap
+# while still seeing changes made during the run.
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_KEY = os.environ.encodekey(ENV_VAR) if _ENV_DATA is not None else None
+
+
+def _override() -> str | None:
+    if _ENV_DATA is None:
+        return os.environ.get(ENV_VAR)
+    raw = _ENV_DATA.get(_ENV_KEY)
+    return None if raw is None else os.environ.decodevalue(raw)
+
+
 def _gpus() -> tuple[torch.device, ...]:
-    return _visible_gpus(os.environ.get(ENV_VAR))
+    return _visible_gpus(_override())
 
 
 def accelerator_type() -> str | None:
@@ -114,9 +128,12 @@ def accelerator_type() -> str | None:
     return gpus[0].type if gpus else None
 
 
+_CPU = torch.device("cpu")
+
+
 def cpu() -> torch.device:
     """The CPU device: host memory, always present."""
-    return torch.device("cpu")
+    return _CPU
 
 
 def gpu(i: int = 0) -> torch.device:
@@ -136,14 +153,15 @@ def num_gpus() -> int:
 
 def try_gpu(i: int = 0) -> torch.device:
     """The i-th GPU if it exists, else the CPU, so code runs on any machine."""
-    index = _check_index(i, "try_gpu")
+    # The exact-int test first: this runs in loops, and the full check costs more.
+    index = i if type(i) is int and i >= 0 else _check_index(i, "try_gpu")
     gpus = _gpus()
-    return gpus[index] if index < len(gpus) else torch.device("cpu")
+    return gpus[index] if index < len(gpus) else _CPU
 
 
 def try_all_gpus() -> list[torch.device]:
     """Every GPU, or ``[cpu()]`` when there is none (what the book promises)."""
-    return list(_gpus()) or [torch.device("cpu")]
+    return list(_gpus()) or [_CPU]
 
 
 def synchronize(device: torch.device | str | None = None) -> None:
