@@ -15,6 +15,7 @@ from . import __version__
 # nothing heavy at the top, so `--help` stays fast.
 _MODULES = {
     "check": ("d2l_gpu.check", "check this environment; prints [OK] / [FAIL] lines"),
+    "bench": ("d2l_gpu.bench", "measure the chapter's four exercises; table, JSON, figure"),
 }
 
 

@@ -131,7 +131,9 @@ def matmul_cases(
     return cases
 
 
-def measure_matmul(case: MatmulCase, min_run_time: float | None = None) -> MatmulRow:
+def measure_matmul(
+    case: MatmulCase, min_run_time: float | None = None, quick: bool = False
+) -> MatmulRow:
     """Time one product of two random n x n matrices and report GFLOP/s (2 n^3 flops)."""
     if case.backend not in ("torch", "numpy"):
         raise ValueError(f"backend must be 'torch' or 'numpy', got {case.backend!r}")
@@ -152,7 +154,7 @@ def measure_matmul(case: MatmulCase, min_run_time: float | None = None) -> Matmu
         fn,
         *args,
         device=device,
-        min_run_time=min_run_time or _min_run_time(device, quick=False),
+        min_run_time=min_run_time or _min_run_time(device, quick),
         label=f"{case.backend} {case.dtype} {case.n}",
     )
     return MatmulRow(
@@ -174,11 +176,8 @@ def matmul_sweep(
     min_run_time: float | None = None,
 ) -> list[MatmulRow]:
     """Exercise 1: time n x n products from tiny to large on each device."""
-    rows = []
-    for case in matmul_cases(devices, quick=quick, numpy=numpy):
-        mrt = min_run_time or _min_run_time(torch.device(case.device), quick)
-        rows.append(measure_matmul(case, mrt))
-    return rows
+    cases = matmul_cases(devices, quick=quick, numpy=numpy)
+    return [measure_matmul(case, min_run_time, quick) for case in cases]
 
 
 def best_gflops(rows: Sequence[MatmulRow]) -> dict[tuple[str, str, str], float]:
