@@ -67,66 +67,85 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.4g}"
 
 
-def format_report(results: dict[str, Any]) -> str:
-    """The results as tables a reader can scan in a terminal."""
-    best = ex.best_gflops(results["matmul"])
-    out = ["Exercise 1: n x n matrix products (GFLOP/s = 2 n^3 / median)"]
-    out.append(
+def format_matmul(rows: list[ex.MatmulRow], blas: dict[str, str] | None = None) -> str:
+    """Exercise 1 as a table; "of best" is the share of the best rate in its series."""
+    best = ex.best_gflops(rows)
+    out = [
+        "Exercise 1: n x n matrix products (GFLOP/s = 2 n^3 / median)",
         _table(
-            [
-                "library",
-                "device",
-                "dtype",
-                "n",
-                "median ms",
-                "IQR ms",
-                "runs",
-                "GFLOP/s",
-                "of best",
-            ],
+            ["library", "device", "dtype", "n", "median ms", "IQR ms", "runs"]
+            + ["GFLOP/s", "of best"],
             [
                 [r.backend, r.device, r.dtype, str(r.n), _ms(r.median), _ms(r.iqr), str(r.runs)]
                 + [f"{r.gflops:.3g}", f"{r.gflops / best[(r.backend, r.device, r.dtype)]:.0%}"]
-                for r in results["matmul"]
+                for r in rows
             ],
-        )
-    )
-    out.append("BLAS: " + ", ".join(f"{k} {v}" for k, v in results["blas"].items()))
-    rt: ex.RoundTrip = results["round_trip"]
-    out.append(f"\nExercise 2: state_dict of {rt.tensors} tensors saved from {rt.saved_from}")
-    out.append(f"locations recorded in the file: {', '.join(rt.recorded_locations)}")
-    out.append(
-        _table(
-            ["map_location", "loaded on", "exact"],
-            [[r.map_location, r.loaded_on, str(r.exact)] for r in rt.loads],
-        )
-    )
-    out.append(f"without the device the file names ({rt.missing_gpu_how}):")
-    out.append(f"  {rt.missing_gpu_error or 'no error'}")
-    ns: ex.NormsStudy = results["norms"]
-    out.append(f"\nExercise 3: {ns.products} products of {ns.size}x{ns.size}, one norm each")
-    out.append(
-        _table(
-            ["method", "device", "median ms", "IQR ms", "runs", "host syncs"],
-            [
-                [r.method, r.device, _ms(r.median), _ms(r.iqr), str(r.runs)]
-                + [str(r.host_syncs) if r.host_syncs is not None else "n/a"]
-                for r in ns.rows
-            ],
-        )
-    )
-    out.append(f"norms agree: {ns.agree} (largest relative difference {ns.max_rel_diff:.1e})")
-    out.append(f"host syncs: {ns.sync_note}")
-    cs: ex.ConcurrencyStudy = results["two_products"]
-    out.append(f"\nExercise 4: two {cs.n}x{cs.n} products, measured as {cs.kind}")
-    out.append(
-        _table(
-            ["mode", "devices", "median ms", "IQR ms", "runs"],
-            [[r.mode, r.devices, _ms(r.median), _ms(r.iqr), str(r.runs)] for r in cs.rows],
-        )
-    )
-    out.append(f"speedup (sequential / concurrent): {cs.speedup:.2f}x; {cs.note}")
+        ),
+    ]
+    if blas:
+        out.append("BLAS: " + ", ".join(f"{k} {v}" for k, v in blas.items()))
     return "\n".join(out)
+
+
+def format_round_trip(rt: ex.RoundTrip) -> str:
+    """Exercise 2: where each load put the tensors, and whether they came back exact."""
+    return "\n".join(
+        [
+            f"Exercise 2: state_dict of {rt.tensors} tensors saved from {rt.saved_from}",
+            f"locations recorded in the file: {', '.join(rt.recorded_locations)}",
+            _table(
+                ["map_location", "loaded on", "exact"],
+                [[r.map_location, r.loaded_on, str(r.exact)] for r in rt.loads],
+            ),
+            f"without the device the file names ({rt.missing_gpu_how}):",
+            f"  {rt.missing_gpu_error or 'no error'}",
+        ]
+    )
+
+
+def format_norms(ns: ex.NormsStudy) -> str:
+    """Exercise 3: the three logging methods, their times and host synchronizations."""
+    return "\n".join(
+        [
+            f"Exercise 3: {ns.products} products of {ns.size}x{ns.size}, one norm each",
+            _table(
+                ["method", "device", "median ms", "IQR ms", "runs", "host syncs"],
+                [
+                    [r.method, r.device, _ms(r.median), _ms(r.iqr), str(r.runs)]
+                    + [str(r.host_syncs) if r.host_syncs is not None else "n/a"]
+                    for r in ns.rows
+                ],
+            ),
+            f"norms agree: {ns.agree} (largest relative difference {ns.max_rel_diff:.1e})",
+            f"host syncs: {ns.sync_note}",
+        ]
+    )
+
+
+def format_two_products(cs: ex.ConcurrencyStudy) -> str:
+    """Exercise 4, headed by what was really measured."""
+    return "\n".join(
+        [
+            f"Exercise 4: two {cs.n}x{cs.n} products, measured as {cs.kind}",
+            _table(
+                ["mode", "devices", "median ms", "IQR ms", "runs"],
+                [[r.mode, r.devices, _ms(r.median), _ms(r.iqr), str(r.runs)] for r in cs.rows],
+            ),
+            f"speedup (sequential / concurrent): {cs.speedup:.2f}x; {cs.note}",
+        ]
+    )
+
+
+def format_report(results: dict[str, Any]) -> str:
+    """All four exercises as tables a reader can scan in a terminal."""
+    return "\n\n".join(
+        [
+            format_matmul(results["matmul"], results["blas"]),
+            format_round_trip(results["round_trip"]),
+            format_norms(results["norms"]),
+            format_two_products(results["two_products"]),
+        ]
+    )
 
 
 def to_json(results: dict[str, Any]) -> dict[str, Any]:

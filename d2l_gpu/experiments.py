@@ -249,15 +249,21 @@ def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
 
 def _load_without_cuda(path: Path) -> str:
     """Load a GPU-saved file in a child process that cannot see any CUDA device."""
-    code = f"import torch; torch.load({str(path)!r}, weights_only=True)"
+    code = (
+        "import torch\n"
+        "try:\n"
+        f"    torch.load({str(path)!r}, weights_only=True)\n"
+        "    print('loaded without error')\n"
+        "except Exception as exc:\n"
+        "    print(exc)\n"
+    )
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
-    if proc.returncode == 0:
-        return "loaded without error"
-    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    return lines[-1] if lines else f"exit status {proc.returncode}"
+    if proc.returncode != 0:
+        raise RuntimeError(f"the CUDA-free child process failed:\n{proc.stderr}")
+    return proc.stdout.strip()
 
 
 def round_trip(device: torch.device | str | None = None) -> RoundTrip:

@@ -157,3 +157,11 @@ def test_two_products_on_gpus_say_what_they_measured():
     if d2l_gpu.accelerator_type() == "cuda":
         assert study.kind == expected
     assert study.speedup > 0
+
+
+def test_child_process_without_cuda_reports_what_torch_load_said(tmp_path):
+    path = tmp_path / "cpu.pt"
+    torch.save({"w": torch.ones(2)}, path)
+    assert ex._load_without_cuda(path) == "loaded without error"
+    (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
+    assert ex._load_without_cuda(tmp_path / "bad.pt")  # torch's own message, not a crash
