@@ -122,8 +122,13 @@ else:
 #
 # ## Where to go next
 #
-# 1. [02 – Computing devices](02-computing-devices.ipynb): naming the CPU and GPUs, and picking ones that exist.
-# 2. [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb): storage, copying, and what data movement costs.
-# 3. [04 – Neural networks and GPUs](04-neural-networks-and-gpus.ipynb): putting a model on a device.
-# 4. [05 – Summary](05-summary.ipynb): the section in a few rules, and the most common mistake.
-# 5. [06 – Exercises](06-exercises.ipynb) and [07 – Beyond one machine](07-beyond-one-machine.ipynb).
+# 1. [02 – Computing devices](02-computing-devices.ipynb): naming the CPU and the GPUs,
+#    and picking ones that exist.
+# 2. [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb): storage, copying, and what
+#    moving data costs.
+# 3. [04 – Neural networks and GPUs](04-neural-networks-and-gpus.ipynb): putting a
+#    model on a device.
+# 4. [05 – Summary](05-summary.ipynb): the section in a few rules, and the most
+#    common mistake.
+# 5. [06 – Exercises](06-exercises.ipynb), then
+#    [07 – Beyond one machine](07-beyond-one-machine.ipynb).
