@@ -1,0 +1,105 @@
+# %% [markdown]
+# # 小结：三条规则，外加一个实测的常见错误
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/05-summary.ipynb)
+#
+# **你将学到**
+#
+# - 用三条规则概括本节；
+# - 每一步都记录训练损失要付出多少代价：与把记录留在设备上、最后一次性取回相比，实测一下。
+#
+# **你需要**
+#
+# - 读过笔记本 [01](01-introduction.ipynb) 到 [04](04-neural-networks-and-gpus.ipynb)；
+#   GPU 不是必需的。
+
+# %% tags=["nbval-ignore-output"]
+import sys
+
+if "google.colab" in sys.modules:  # Colab: add d2l_gpu and keep Colab's own torch
+    get_ipython().run_line_magic(
+        "pip", "install --quiet --no-deps git+https://github.com/d2l-gpu/d2l-gpu"
+    )
+
+import torch
+
+import d2l_gpu
+
+torch.manual_seed(0)
+print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
+print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+if d2l_gpu.num_gpus() == 0:
+    print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
+
+# %% [markdown]
+# ## 三条规则
+#
+# 1. **数据存在哪里、在哪里计算，由我们决定。** 张量和模型要么在 CPU 上，要么在某一块 GPU 上；
+#    PyTorch 默认用 CPU，有 GPU 时 `d2l_gpu.try_gpu()` 会选中它。
+# 2. **一次运算的所有输入必须在同一个设备上。** PyTorch 宁可报错，也不背着我们复制。
+# 3. **搬数据很贵，所以要少搬、成批地搬。** 主机与 GPU 之间的复制比它所服务的计算慢，
+#    每次传输都有固定开销，把数值读回来还会让 CPU 停下来等 GPU。
+#
+# ## 典型的错误
+#
+# 训练循环在 GPU 上算出每个小批量的损失，为了显示进度或保存历史，
+# 立刻用 `loss.item()` 把它变成 Python 数，或者追加到一个 NumPy 数组里。
+# 这样做每次都要等 GPU 做完此前排队的全部工作，再通过总线复制一个数回来。
+# Python 等待期间不会往队列里放新任务，于是 GPU 在两步之间无事可做。
+# 把记录作为张量留在设备上，到最后再一次性取回，这两种代价就都省掉了。
+#
+# 下面用两种方式训练同一个小回归模型。两个循环做的运算完全相同，记下的损失也相同，
+# 唯一的区别在于损失什么时候回到主机。
+
+# %%
+from torch import nn
+
+device = d2l_gpu.try_gpu()
+torch.manual_seed(0)
+features = torch.randn(256, 16, device=device)
+labels = features @ torch.randn(16, 1, device=device)
+
+
+def train(log_every_step, steps=50):
+    """Train a fresh linear model; return the loss of every step as Python floats."""
+    torch.manual_seed(0)
+    net = nn.Linear(16, 1).to(device)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
+    history = [] if log_every_step else torch.empty(steps, device=device)
+    for step in range(steps):
+        loss = nn.functional.mse_loss(net(features), labels)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if log_every_step:
+            history.append(loss.item())  # waits for the device, copies one number
+        else:
+            history[step] = loss.detach()  # stays on the device
+    return history if log_every_step else history.tolist()  # one copy at the end
+
+
+each_step, at_the_end = train(True), train(False)
+print("same losses both ways:", each_step == at_the_end)
+print("loss went down:", at_the_end[-1] < at_the_end[0])
+
+# %% [markdown]
+# 再用 `d2l_gpu.benchmark` 分别计时（已同步，报告多次运行的中位数和四分位距）：
+
+# %% tags=["nbval-ignore-output"]
+slow = d2l_gpu.benchmark(train, True, device=device, min_run_time=0.2, label=".item() every step")
+fast = d2l_gpu.benchmark(train, False, device=device, min_run_time=0.2, label="one copy at the end")
+print(slow)
+print(fast)
+print(f"on {device}, logging every step takes {slow.median / fast.median:.2f}x as long")
+
+# %% [markdown]
+# 在只有 CPU 的机器上（保存的输出正是如此），两者差不多快：没有单独的设备需要等待，
+# 把 CPU 张量变成 Python 数大约只要一微秒，而一步训练要几百微秒。
+# 这个教训要到 GPU 上才显现：每次 `.item()` 都会把 GPU 的队列排空。
+# 差距有多大取决于模型：每一步越小，花在等待上的时间占比就越大。在 GPU 上运行这个单元就能看到。
+#
+# ## 接下来
+#
+# - [06 – 练习](06-exercises.ipynb)：在 CPU 和 GPU 上做大大小小的计算，跨设备保存与加载参数，
+#   用 1000 次矩阵乘法重做上面的记录实验，以及让两块 GPU 同时工作。
+# - [07 – 走出单机](07-beyond-one-machine.ipynb)：多块 GPU 与多台服务器。
