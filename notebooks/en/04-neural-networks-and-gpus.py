@@ -69,14 +69,15 @@ net(X)
 # Training keeps everything in one place as long as data and parameters share a
 # device: the loss, the gradients and the updated weights all stay on it, and no
 # data crosses the bus between the CPU and the GPU. One step of gradient descent
-# shows it:
+# shows it, written out by hand (`torch.optim.SGD` would do the same update):
 
 # %%
-optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
 target = torch.zeros(2, 1, device=device)
 loss = nn.functional.mse_loss(net(X), target)
 loss.backward()
-optimizer.step()
+with torch.no_grad():
+    for parameter in net.parameters():
+        parameter -= 0.1 * parameter.grad
 print("loss on", loss.device)
 print("weight gradient on", net[0].weight.grad.device)
 print("loss after one step is smaller:", nn.functional.mse_loss(net(X), target).item() < loss.item())

@@ -64,14 +64,16 @@ net(X)
 
 # %% [markdown]
 # 只要数据和参数在同一个设备上，训练时一切都留在原地：损失、梯度、更新后的权重都在那里，
-# 没有任何数据要经过 CPU 与 GPU 之间的总线。做一步梯度下降就能看出来：
+# 没有任何数据要经过 CPU 与 GPU 之间的总线。
+# 手写一步梯度下降就能看出来（`torch.optim.SGD` 做的也是同样的更新）：
 
 # %%
-optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
 target = torch.zeros(2, 1, device=device)
 loss = nn.functional.mse_loss(net(X), target)
 loss.backward()
-optimizer.step()
+with torch.no_grad():
+    for parameter in net.parameters():
+        parameter -= 0.1 * parameter.grad
 print("loss on", loss.device)
 print("weight gradient on", net[0].weight.grad.device)
 print("loss after one step is smaller:", nn.functional.mse_loss(net(X), target).item() < loss.item())
