@@ -189,9 +189,11 @@ plt.show()
 # when the call returns. `.item()` then only reads a number that is already in
 # main memory: a microsecond, against the tens of microseconds the product takes.
 # There is no queue of pending work to wait for, so there is no synchronization to
-# count either. (c) is much faster for a different reason: one call replaces three
-# thousand small ones (product, norm, write), so the fixed cost per call is paid
-# once, and the library gets a batch big enough to use every core.
+# count either. (c) is usually much faster for a different reason: one call
+# replaces three thousand small ones (product, norm, write), so the fixed cost per
+# call is paid once, and the library gets a batch big enough to use every core.
+# On a machine busy with other work those cores may not both be free, and (c)
+# can then lose its lead: the stall seen in exercise 1, paid inside one big call.
 #
 # **What changes on a GPU.** There, a call only *queues* a kernel and returns at
 # once. In (a), `.item()` must wait until the product and the norm are done and
