@@ -72,7 +72,8 @@ def _path_prefixes() -> list[tuple[str, str]]:
     """Absolute folders to strip from tracebacks, longest first, with their stand-ins."""
     prefixes = [(p, "<site-packages>") for p in site.getsitepackages()]
     prefixes += [(sys.prefix, "<python>"), (str(ROOT), "<repository>")]
-    return sorted(((str(Path(p)) + os.sep, f"{name}/") for p, name in prefixes), key=lambda t: -len(t[0]))
+    pairs = [(str(Path(p)) + os.sep, f"{name}/") for p, name in prefixes]
+    return sorted(pairs, key=lambda pair: -len(pair[0]))
 
 
 def strip_local_paths(notebook: nbformat.NotebookNode) -> None:

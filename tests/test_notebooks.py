@@ -1,0 +1,203 @@
+"""Every notebook is a consistent pair, a twin across languages, and points at this repository.
+
+Covers whatever lies in notebooks/<lang>/, so notebooks added later are checked too.
+"""
+
+import re
+import subprocess
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+import tomllib
+from jupytext.config import load_jupytext_config
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+LANGUAGES = ("en", "zh")
+TOOL = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["d2l_gpu"]
+SOURCES = sorted(NOTEBOOKS.glob("*/*.py"))
+STORED = sorted(NOTEBOOKS.glob("*/*.ipynb"))
+NAMES = sorted({p.stem for p in SOURCES + STORED})
+
+
+def _rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def _config():
+    return load_jupytext_config(str(NOTEBOOKS / LANGUAGES[0]))
+
+
+def _cells(notebook) -> list[tuple[str, str, list[str]]]:
+    return [(c.cell_type, c.source, list(c.metadata.get("tags", []))) for c in notebook.cells]
+
+
+def _read_source(path: Path):
+    return jupytext.read(path, config=_config())
+
+
+def _read_stored(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def test_notebooks_exist():
+    assert SOURCES, "notebooks/<lang>/ holds no .py notebook sources"
+    assert {p.parent.name for p in SOURCES + STORED} <= set(LANGUAGES), (
+        f"notebooks live in notebooks/{{{','.join(LANGUAGES)}}}/ only"
+    )
+
+
+@pytest.mark.parametrize("path", SOURCES + STORED, ids=_rel)
+def test_every_file_has_its_pair(path):
+    partner = path.with_suffix(".ipynb" if path.suffix == ".py" else ".py")
+    assert partner.is_file(), (
+        f"{_rel(path)} has no paired {partner.suffix}: run "
+        f"`python .ci/execute_notebooks.py {_rel(path.with_suffix('.py'))}`"
+    )
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+def test_file_names_are_ascii_and_numbered(path):
+    assert re.fullmatch(r"\d\d-[a-z0-9-]+\.py", path.name), (
+        f"{path.name}: expected NN-slug.py in lower-case ASCII"
+    )
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in SOURCES if p.with_suffix(".ipynb").is_file()], ids=_rel
+)
+def test_pair_has_the_same_content(path):
+    """Compare content, never file times (a git clone sets those at random)."""
+    source, stored = _read_source(path), _read_stored(path.with_suffix(".ipynb"))
+    assert _cells(stored) == _cells(source), (
+        f"{_rel(path)} and its .ipynb differ: re-run `python .ci/execute_notebooks.py {_rel(path)}`"
+    )
+    # Writing the .ipynb back as a script must give the .py byte for byte, so
+    # `jupytext --sync` has nothing to change in either file.
+    assert jupytext.writes(stored, fmt="py:percent", config=_config()) == path.read_text(
+        encoding="utf-8"
+    )
+
+
+@pytest.mark.parametrize("path", STORED, ids=_rel)
+def test_stored_notebook_was_executed_reproducibly(path):
+    notebook = _read_stored(path)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    counts = [c.execution_count for c in code]
+    assert counts == list(range(1, len(code) + 1)), (
+        f"{_rel(path)}: code cells must carry the outputs of one run, top to bottom"
+    )
+    assert notebook.metadata.get("kernelspec", {}).get("name") == "python3"
+    for cell in notebook.cells:
+        assert "execution" not in cell.metadata, f"{_rel(path)}: timing metadata stored"
+        assert set(cell.metadata) <= {"tags"}, f"{_rel(path)}: unfiltered cell metadata"
+        for output in cell.get("outputs", []):
+            text = "".join(output.get("traceback", []))
+            assert str(ROOT) not in text, f"{_rel(path)}: a traceback names this machine's folders"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_both_languages_have_identical_code(name):
+    paths = {lang: NOTEBOOKS / lang / f"{name}.py" for lang in LANGUAGES}
+    missing = [_rel(p) for p in paths.values() if not p.is_file()]
+    assert not missing, f"{name} lacks its twin: {', '.join(missing)}"
+    code = {
+        lang: [cell for cell in _cells(_read_source(p)) if cell[0] == "code"]
+        for lang, p in paths.items()
+    }
+    en, zh = code["en"], code["zh"]
+    assert len(en) == len(zh), f"{name}: {len(en)} code cells in en, {len(zh)} in zh"
+    for i, (a, b) in enumerate(zip(en, zh, strict=True)):
+        assert a == b, f"{name}: code cell {i} differs between en and zh"
+
+
+def _badge(lang: str, name: str) -> str:
+    target = (
+        f"https://colab.research.google.com/github/{TOOL['repository']}/blob/{TOOL['branch']}"
+        f"/notebooks/{lang}/{name}.ipynb"
+    )
+    return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({target})"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+def test_title_badge_and_setup_cell(path):
+    cells = _read_source(path).cells
+    assert cells[0].cell_type == "markdown" and cells[0].source.startswith("# "), (
+        f"{_rel(path)}: the first cell is a markdown title"
+    )
+    assert _badge(path.parent.name, path.stem) in cells[0].source.splitlines(), (
+        f"{_rel(path)}: the Colab badge must read {_badge(path.parent.name, path.stem)}"
+    )
+    setup = cells[1]
+    install = f"git+https://github.com/{TOOL['repository']}"
+    assert setup.cell_type == "code" and install in setup.source, (
+        f"{_rel(path)}: the second cell is the setup cell, installing {install} on Colab"
+    )
+    assert setup.metadata.get("tags") == ["nbval-ignore-output"]
+    assert "--no-deps" in setup.source, "the Colab install must keep Colab's own torch"
+
+
+def test_setup_cell_is_the_same_everywhere():
+    setups = {_rel(p): _read_source(p).cells[1].source for p in SOURCES}
+    assert len(set(setups.values())) == 1, "setup cells differ: " + ", ".join(sorted(setups))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+def test_links_point_at_this_repository(path):
+    text = path.read_text(encoding="utf-8")
+    repo = re.escape(TOOL["repository"])
+    for url in re.findall(r"https://colab\.research\.google\.com/github/\S+?\.ipynb", text):
+        assert re.fullmatch(
+            rf"https://colab\.research\.google\.com/github/{repo}/blob/{TOOL['branch']}/"
+            rf"notebooks/(?:{'|'.join(LANGUAGES)})/\d\d-[a-z0-9-]+\.ipynb",
+            url,
+        ), f"{_rel(path)}: {url} is not a Colab link into {TOOL['repository']}"
+    for url in re.findall(r"git\+https://github\.com/[^\s\"']+", text):
+        assert url == f"git+https://github.com/{TOOL['repository']}", f"{_rel(path)}: {url}"
+    for target in re.findall(r"\]\((\d\d-[a-z0-9-]+\.ipynb)\)", text):
+        assert (path.parent / target).with_suffix(".py").is_file(), (
+            f"{_rel(path)} links to {target}, which does not exist"
+        )
+
+
+# Calls that create files. A notebook using one must work in a temporary folder.
+_WRITES = re.compile(
+    r"open\([^)]*['\"][wax]b?\+?['\"]|\.savefig\(|torch\.save\(|np\.save|\.write_(?:text|bytes)\("
+    r"|\.to_csv\(|\.mkdir\(|os\.makedirs\("
+)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+def test_file_writes_go_to_a_temporary_folder(path):
+    code = "\n".join(c.source for c in _read_source(path).cells if c.cell_type == "code")
+    if _WRITES.search(code):
+        assert "tempfile" in code, f"{_rel(path)} writes files but never uses tempfile"
+
+
+def _repository_state() -> str:
+    result = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored", "--untracked-files=all", "--", "notebooks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return result.stdout
+
+
+def test_running_a_notebook_leaves_no_file_behind(tmp_path):
+    """Run the introduction in a fresh kernel, in a copy, as nbval would."""
+    from nbclient import NotebookClient
+
+    source = NOTEBOOKS / "en" / "01-introduction.py"
+    copy = tmp_path / source.name
+    copy.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    before_repo, before_tmp = _repository_state(), sorted(tmp_path.iterdir())
+    notebook = jupytext.read(copy, config=_config())
+    NotebookClient(
+        notebook, kernel_name="python3", timeout=60, resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    assert sorted(tmp_path.iterdir()) == before_tmp, "the notebook wrote into its own folder"
+    assert _repository_state() == before_repo, "the notebook changed files under notebooks/"
