@@ -201,3 +201,15 @@ def test_running_a_notebook_leaves_no_file_behind(tmp_path):
     ).execute()
     assert sorted(tmp_path.iterdir()) == before_tmp, "the notebook wrote into its own folder"
     assert _repository_state() == before_repo, "the notebook changed files under notebooks/"
+
+
+def test_index_lists_every_notebook_with_its_colab_links():
+    index = (NOTEBOOKS / "README.md").read_text(encoding="utf-8")
+    for name in NAMES:
+        for lang in LANGUAGES:
+            badge = _badge(lang, name)
+            assert f"]({lang}/{name}.ipynb)" in index and badge.split("](", 1)[1] in index, (
+                f"notebooks/README.md does not list {lang}/{name} with its Colab link"
+            )
+    listed = re.findall(r"\]\((?:en|zh)/(\d\d)-", index)
+    assert listed == sorted(listed), "notebooks/README.md lists the notebooks out of order"
