@@ -82,6 +82,9 @@ def format_matmul(rows: list[ex.MatmulRow], blas: dict[str, str] | None = None) 
             ],
         ),
     ]
+    for device, n in ex.crossover(rows).items():
+        verdict = f"from n = {n} upwards" if n else "at no size measured"
+        out.append(f"{device} beats the CPU in float32 {verdict}")
     if blas:
         out.append("BLAS: " + ", ".join(f"{k} {v}" for k, v in blas.items()))
     return "\n".join(out)

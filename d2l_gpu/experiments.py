@@ -35,6 +35,7 @@ __all__ = [
     "NormsStudy",
     "RoundTrip",
     "blas_libraries",
+    "crossover",
     "bf16_supported",
     "best_gflops",
     "matmul_cases",
@@ -191,6 +192,25 @@ def best_gflops(rows: Sequence[MatmulRow]) -> dict[tuple[str, str, str], float]:
         key = (r.backend, r.device, r.dtype)
         best[key] = max(best.get(key, 0.0), r.gflops)
     return best
+
+
+def crossover(rows: Sequence[MatmulRow], dtype: str = "float32") -> dict[str, int | None]:
+    """Per accelerator, the smallest n from which its torch products beat the CPU's.
+
+    "Beat" means a higher rate at that n and at every larger n measured on both;
+    None when it never does. Empty when no accelerator was measured.
+    """
+    rate = {(r.device, r.n): r.gflops for r in rows if r.backend == "torch" and r.dtype == dtype}
+    result: dict[str, int | None] = {}
+    for device in sorted({d for d, _ in rate if d != "cpu"}):
+        sizes = sorted(n for d, n in rate if d == device and ("cpu", n) in rate)
+        wins = [rate[(device, n)] > rate[("cpu", n)] for n in sizes]
+        result[device] = None
+        for i, n in enumerate(sizes):
+            if all(wins[i:]):
+                result[device] = n
+                break
+    return result
 
 
 def blas_libraries() -> dict[str, str]:

@@ -165,3 +165,15 @@ def test_child_process_without_cuda_reports_what_torch_load_said(tmp_path):
     assert ex._load_without_cuda(path) == "loaded without error"
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     assert ex._load_without_cuda(tmp_path / "bad.pt")  # torch's own message, not a crash
+
+
+def _row(device, n, gflops):
+    return ex.MatmulRow("torch", device, "float32", n, 1.0, 0.0, 1, gflops)
+
+
+def test_crossover_is_where_the_accelerator_stays_ahead():
+    rows = [_row("cpu", n, g) for n, g in ((16, 5), (64, 30), (256, 80), (1024, 90))]
+    rows += [_row("cuda:0", n, g) for n, g in ((16, 1), (64, 40), (256, 20), (1024, 9000))]
+    rows += [_row("cuda:1", n, 0.5) for n in (16, 64, 256, 1024)]
+    assert ex.crossover(rows) == {"cuda:0": 1024, "cuda:1": None}  # 64 wins, 256 not
+    assert ex.crossover(rows[:4]) == {}
