@@ -195,11 +195,12 @@ print("backend agrees with choose_backend:", backends == {chosen})
 # synchronizes the device and reports the median of rank 0's clock. The local
 # operations need no partner, so `d2l_gpu.benchmark` times them as usual.
 #
-# What this CPU run shows: the 256-byte `all_reduce` takes hundreds of
-# microseconds where the local sum takes a few, a ratio in the hundreds. That is
-# latency: the cost of waking the other process and a round trip through the
-# operating system, paid however little data there is, like the many small
-# transfers in the side notes. At 1 MiB, `all_reduce` still costs tens of times
+# What this CPU run shows: the 256-byte `all_reduce` takes from several hundred
+# microseconds to a few milliseconds (the spread is wide on a small, busy machine;
+# see the IQR), where the local sum takes a few microseconds, hundreds of times
+# less. That is latency: the cost of waking the other process and a round trip
+# through the operating system, paid however little data there is, like the
+# many small transfers in the side notes. At 1 MiB, `all_reduce` still costs tens of times
 # `x + y` or more, but the 512 x 512 matrix product now costs about as much as
 # sending the matrix (the last ratio comes out near 1, sometimes below, on this
 # machine): its work grows with the cube of the side, the data only with the
