@@ -63,6 +63,8 @@ from d2l_gpu import bench, experiments, plotting
 # and bfloat16 on the CPU and, if there is one, on the first GPU; on the CPU it
 # also times NumPy on the same sizes. The "of best" column compares each rate
 # with the best one the same series reached: a measured peak, not a datasheet's.
+# With a GPU, a line under the table gives the size from which the GPU's float32
+# products beat the CPU's at that size and every larger one.
 
 # %% tags=["nbval-ignore-output"]
 rows = experiments.matmul_sweep(quick=True)

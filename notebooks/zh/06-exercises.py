@@ -60,6 +60,8 @@ from d2l_gpu import bench, experiments, plotting
 # float32 和 bfloat16 测 PyTorch；在 CPU 上还会用同样的规模测 NumPy。
 # “of best” 一列把每个速率与同一组数据中的最高速率相比：那是实测的峰值，
 # 不是产品手册上的数字。
+# 有 GPU 时，表格下方还有一行，给出从多大的 n 起，GPU 的 float32 乘法在该规模
+# 及所有更大的规模上都快过 CPU。
 
 # %% tags=["nbval-ignore-output"]
 rows = experiments.matmul_sweep(quick=True)
