@@ -110,3 +110,13 @@ def test_bench_on_the_gpu_compares_it_with_the_cpu(tiny, tmp_path, capsys):
     assert {r["device"] for r in data["matmul"]} == {"cpu", str(gpu)}
     assert data["round_trip"]["saved_from"] == str(gpu)
     assert data["two_products"]["kind"] != ex.KIND_THREADS or gpu.type != "cuda"
+
+
+def test_parse_device_on_a_simulated_two_gpu_machine(monkeypatch):
+    from tests.simulate import simulate_machine
+
+    simulate_machine(monkeypatch, "cuda", 2)
+    assert bench.parse_device("cuda") == torch.device("cuda", 0)
+    assert bench.parse_device("CUDA:1") == torch.device("cuda", 1)
+    with pytest.raises(argparse.ArgumentTypeError, match="choose one of: cpu, cuda:0, cuda:1$"):
+        bench.parse_device("cuda:2")
