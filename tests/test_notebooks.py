@@ -213,3 +213,23 @@ def test_index_lists_every_notebook_with_its_colab_links():
             )
     listed = re.findall(r"\]\((?:en|zh)/(\d\d)-", index)
     assert listed == sorted(listed), "notebooks/README.md lists the notebooks out of order"
+
+
+def _sync_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sync_notebooks", ROOT / ".ci/sync_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_sync_renders_the_address_from_pyproject():
+    sync = _sync_script()
+    text = (NOTEBOOKS / "zh" / "01-introduction.py").read_text(encoding="utf-8")
+    moved = sync.render(text, "someone/fork", "dev")
+    assert TOOL["repository"] not in moved
+    assert "github/someone/fork/blob/dev/notebooks/zh/01-introduction.ipynb" in moved
+    assert 'git+https://github.com/someone/fork"' in moved
+    assert sync.render(moved, TOOL["repository"], TOOL["branch"]) == text
+    assert sync.main(["--check"]) == 0, "run `python .ci/sync_notebooks.py`"
