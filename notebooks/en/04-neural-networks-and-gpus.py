@@ -80,7 +80,8 @@ with torch.no_grad():
         parameter -= 0.1 * parameter.grad
 print("loss on", loss.device)
 print("weight gradient on", net[0].weight.grad.device)
-print("loss after one step is smaller:", nn.functional.mse_loss(net(X), target).item() < loss.item())
+new_loss = nn.functional.mse_loss(net(X), target)
+print("loss after one step is smaller:", new_loss.item() < loss.item())
 
 # %% [markdown]
 # The usual mistake is forgetting to move the input. On a GPU machine, the next

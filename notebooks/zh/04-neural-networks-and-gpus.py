@@ -76,7 +76,8 @@ with torch.no_grad():
         parameter -= 0.1 * parameter.grad
 print("loss on", loss.device)
 print("weight gradient on", net[0].weight.grad.device)
-print("loss after one step is smaller:", nn.functional.mse_loss(net(X), target).item() < loss.item())
+new_loss = nn.functional.mse_loss(net(X), target)
+print("loss after one step is smaller:", new_loss.item() < loss.item())
 
 # %% [markdown]
 # 最常见的错误是忘了把输入也搬过去。在 GPU 机器上，下一个单元把一个 CPU 张量喂给 GPU 上的模型，
