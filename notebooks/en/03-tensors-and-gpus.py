@@ -151,8 +151,10 @@ print("Y:", tuple(Y.shape), Y.dtype)
 #
 # Say `X` is on the first GPU and `Y` on the second, and we want `X + Y`. As we
 # saw, adding them directly fails. We first copy `X` to where `Y` is, then add
-# there. With two GPUs the next cell shows that failure; with fewer, `X` and `Y`
-# ended up on the same device and there is nothing to copy between.
+# there. With two GPUs the next cell shows that failure. With one GPU, `Y` fell
+# back to the CPU, so the cell fails with the GPU beside the CPU, and the copy
+# below goes from the GPU to main memory. Without a GPU, `X` and `Y` are both on
+# the CPU and there is nothing to copy between.
 
 # %% tags=["raises-exception", "nbval-ignore-output"]
 if X.device == Y.device:

@@ -142,8 +142,9 @@ print("Y:", tuple(Y.shape), Y.dtype)
 #
 # 假设 `X` 在第一块 GPU 上，`Y` 在第二块上，我们想算 `X + Y`。前面已经看到，
 # 直接相加会失败。要先把 `X` 复制到 `Y` 所在的设备，再在那里相加。
-# 有两块 GPU 时，下一个单元会展示这个错误；GPU 不够时，`X` 和 `Y` 落在了同一个设备上，
-# 也就无从在设备之间复制。
+# 有两块 GPU 时，下一个单元会展示这个错误。只有一块 GPU 时，`Y` 退回到了 CPU 上，
+# 于是这个单元报的是 GPU 与 CPU 混用的错误，下面的复制则是从 GPU 搬回内存。
+# 没有 GPU 时，`X` 和 `Y` 都在 CPU 上，也就无从在设备之间复制。
 
 # %% tags=["raises-exception", "nbval-ignore-output"]
 if X.device == Y.device:
