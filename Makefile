@@ -31,10 +31,15 @@ test: unit notebooks ## unit tests, then every notebook through nbval
 unit: $(STAMP) ## unit tests only (gpu-marked ones skip without a GPU)
 	$(PY) -m pytest -q tests
 
+# Notebooks may write only to temporary folders: the tree must look the same after.
 notebooks: $(STAMP) ## re-execute every notebook and compare its stored outputs
-	@if ls notebooks/*/*.ipynb >/dev/null 2>&1; then \
-	    $(PY) -m pytest -q $(NBVAL) notebooks; \
-	else echo "notebooks/ holds no .ipynb yet: nothing for nbval to run"; fi
+	@if ! ls notebooks/*/*.ipynb >/dev/null 2>&1; then \
+	    echo "notebooks/ holds no .ipynb yet: nothing for nbval to run"; exit 0; fi; \
+	before="$$(git status --porcelain --ignored notebooks)"; \
+	$(PY) -m pytest -q $(NBVAL) notebooks || exit $$?; \
+	after="$$(git status --porcelain --ignored notebooks)"; \
+	if [ "$$before" != "$$after" ]; then \
+	    echo "a notebook left files in the repository:"; echo "$$after"; exit 1; fi
 
 lint: $(STAMP) ## ruff: lint and formatting
 	$(PY) -m ruff check .
@@ -44,7 +49,8 @@ format: $(STAMP) ## apply ruff's fixes and formatting
 	$(PY) -m ruff check --fix .
 	$(PY) -m ruff format d2l_gpu tests
 
-sync: $(STAMP) ## pair every notebook .py (the file you edit) with its .ipynb
+sync: $(STAMP) ## render Colab links from pyproject, then pair every .py with its .ipynb
+	$(PY) .ci/sync_notebooks.py
 	$(PY) -m jupytext --sync $(NOTEBOOK_SOURCES)
 
 execute: $(STAMP) ## refresh the stored outputs of every notebook (seeded, CPU)
