@@ -90,9 +90,16 @@ plt.show()
 # BLAS (the table names which; on this machine PyTorch uses Intel's MKL and NumPy
 # OpenBLAS). bfloat16 is far *slower* than float32 on a CPU without native
 # bfloat16 instructions (AVX512-BF16 or AMX): the numbers are converted and the
-# work is done in float32 anyway, so fewer sizes are timed. On a busy machine the
-# two-thread timings of small products can jump to several milliseconds: a
-# thread that waits for a core waits a whole scheduler time slice.
+# work is done in float32 anyway, so fewer sizes are timed.
+#
+# If some sizes in your table take about 16 ms whatever their n, you are seeing
+# threads wake up, not arithmetic. Between two products PyTorch's OpenMP worker
+# threads go to sleep, and when the cores are shared with other work (on the
+# small shared machine that made the stored outputs, in some runs) waking one
+# can cost a whole scheduler tick. In one such run, starting Python with
+# `OMP_WAIT_POLICY=active` (the workers spin instead of sleeping) brought a
+# 512 x 512 product from 16 ms down to about 3 ms. The harness is not the cause:
+# a bare `torch.utils.benchmark.Timer` measures the same stalls.
 #
 # **What a GPU shows.** The same curve, shifted. Every product on a GPU pays a
 # kernel launch and, to read the result, a synchronization: together some
@@ -224,9 +231,10 @@ plt.show()
 #   device; it does not show scaling across two.
 # - **no GPU:** two CPU threads limited to one core each stand in for two devices,
 #   against one such thread doing both. This is a CPU measurement, labelled as a
-#   stand-in, and says nothing about GPUs. The cores share memory bandwidth and
-#   caches, and on a shared machine other work competes for them, so the speedup
-#   stays below 2.
+#   stand-in, and says nothing about GPUs. The ideal is 2; the cores share memory
+#   bandwidth and caches, and on a shared machine other work competes for them,
+#   which usually keeps it lower, while the spread (see the IQR) can put a single
+#   run a little either side.
 
 # %% tags=["nbval-ignore-output"]
 cs = experiments.two_products(quick=True)
