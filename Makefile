@@ -58,6 +58,8 @@ execute: $(STAMP) ## refresh the stored outputs of every notebook (seeded, CPU)
 
 bench: $(STAMP) ## the library's overhead ratios, then the exercises' measurements
 	$(PY) tests/benchmarks/bench_overhead.py
+	$(PY) tests/benchmarks/bench_experiments.py
+	$(PY) -m d2l_gpu bench --quick
 
 constraints: ## re-pin constraints.txt from a fresh resolve (then review the diff)
 	rm -rf $(VENV)-pin && $(PYTHON) -m venv $(VENV)-pin
