@@ -54,7 +54,7 @@ def timer_pair_us(number: int = 100_000) -> float:
     return statistics.median(runs) / number * 1e6
 
 
-def _timer_median(fn, number: int, blocks: int = 15) -> float:
+def _timer_median(fn, number: int, blocks: int) -> float:
     timer = d2l_gpu.Timer()
     timer.times.clear()
     for _ in range(blocks):
@@ -65,7 +65,7 @@ def _timer_median(fn, number: int, blocks: int = 15) -> float:
     return statistics.median(timer.times) / number
 
 
-def matmul_agreement(n: int, rounds: int = 5) -> tuple[float, float]:
+def matmul_agreement(n: int, rounds: int = 11) -> tuple[float, float]:
     """Median ratios (benchmark / torch Timer, Timer / torch Timer), interleaved rounds."""
     x = torch.randn(n, n)
     threads = torch.get_num_threads()
@@ -74,9 +74,13 @@ def matmul_agreement(n: int, rounds: int = 5) -> tuple[float, float]:
     )
     ours, timers = [], []
     for _ in range(rounds):
-        ref = reference.blocked_autorange(min_run_time=0.3)
-        ours.append(d2l_gpu.benchmark(torch.mm, x, x, min_run_time=0.3).median / ref.median)
-        timers.append(_timer_median(lambda: torch.mm(x, x), ref.number_per_run) / ref.median)
+        ref = reference.blocked_autorange(min_run_time=0.15)
+        ours.append(d2l_gpu.benchmark(torch.mm, x, x, min_run_time=0.15).median / ref.median)
+        # Same block size and count as the reference, so both see the same noise.
+        blocks = len(ref.times)
+        timers.append(
+            _timer_median(lambda: torch.mm(x, x), ref.number_per_run, blocks) / ref.median
+        )
     return statistics.median(ours), statistics.median(timers)
 
 
