@@ -13,13 +13,15 @@ import d2l_gpu
 from d2l_gpu import bench
 from d2l_gpu import experiments as ex
 from d2l_gpu.__main__ import main
+from d2l_gpu.experiments import concurrency, matmul, norms
 
 
 @pytest.fixture
 def tiny(monkeypatch):
     """The real bench path with sizes and timings small enough for a unit test."""
-    monkeypatch.setattr(ex, "_sizes", lambda device, dtype, quick: [8, 16])
-    monkeypatch.setattr(ex, "_min_run_time", lambda device, quick: 0.01)
+    monkeypatch.setattr(matmul, "_sizes", lambda device, dtype, quick: [8, 16])
+    for module in (matmul, norms, concurrency):  # where each exercise looks it up
+        monkeypatch.setattr(module, "_min_run_time", lambda device, quick: 0.01)
     monkeypatch.setattr(
         ex, "norms_study", functools.partial(ex.norms_study, products=10, size=8, min_run_time=0.01)
     )

@@ -9,6 +9,7 @@ import torch
 
 import d2l_gpu
 from d2l_gpu import experiments as ex
+from d2l_gpu.experiments import norms, state_dict
 
 FAST = 0.01  # seconds of timing per measurement: shape and sanity, not precision
 
@@ -103,9 +104,9 @@ def test_norms_agree_across_the_three_methods():
 
 def test_norm_methods_are_the_same_function_of_the_inputs():
     a, b = torch.randn(5, 8, 8), torch.randn(5, 8, 8)
-    item = ex._norms_item(a, b)
-    torch.testing.assert_close(ex._norms_device_log(a, b), item)
-    torch.testing.assert_close(ex._norms_bmm(a, b, torch.empty(5, 8, 8)), item)
+    item = norms._norms_item(a, b)
+    torch.testing.assert_close(norms._norms_device_log(a, b), item)
+    torch.testing.assert_close(norms._norms_bmm(a, b, torch.empty(5, 8, 8)), item)
 
 
 def test_norms_study_rejects_empty_work():
@@ -162,9 +163,9 @@ def test_two_products_on_gpus_say_what_they_measured():
 def test_child_process_without_cuda_reports_what_torch_load_said(tmp_path):
     path = tmp_path / "cpu.pt"
     torch.save({"w": torch.ones(2)}, path)
-    assert ex._load_without_cuda(path) == "loaded without error"
+    assert state_dict._load_without_cuda(path) == "loaded without error"
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
-    assert ex._load_without_cuda(tmp_path / "bad.pt")  # torch's own message, not a crash
+    assert state_dict._load_without_cuda(tmp_path / "bad.pt")  # torch's own message, not a crash
 
 
 def _row(device, n, gflops):
