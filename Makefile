@@ -3,9 +3,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LAB_PORT ?= 8888
 NOTEBOOK_SOURCES := $(wildcard notebooks/*/*.py)
 NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 \
          --nbval-sanitize-with tests/nbval-sanitize.cfg -p no:cacheprovider
+
+# Jupyter refuses to run as root, which is how containers usually run.
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test unit notebooks lint format sync execute bench constraints clean
@@ -23,8 +27,11 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP) ## create or refresh .venv with pinned, CPU-sized dependencies
 
 lab: $(STAMP) ## open the notebooks in JupyterLab on 127.0.0.1, with a fresh token
-	$(PY) -m jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks \
-	    --IdentityProvider.token="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))')"
+	@token="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))')"; \
+	echo "JupyterLab will open at http://127.0.0.1:$(LAB_PORT)/lab?token=$$token"; \
+	$(PY) -m jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) \
+	    --ServerApp.port_retries=0 --ServerApp.root_dir=notebooks $(ROOT_FLAG) \
+	    --IdentityProvider.token="$$token"
 
 test: unit notebooks ## unit tests, then every notebook through nbval
 
