@@ -65,20 +65,25 @@ def _hardware() -> tuple[str | None, int]:
     return None, 0
 
 
+def _hardware_gpus() -> list[torch.device]:
+    """Every accelerator device this machine really has."""
+    kind, count = _hardware()
+    return [torch.device(kind, i) for i in range(count)] if kind else []
+
+
 def available_devices() -> list[torch.device]:
     """Every device this machine really has, CPU first, ignoring ``D2L_DEVICE``."""
-    kind, count = _hardware()
-    gpus = [torch.device(kind, i) for i in range(count)] if kind else []
-    return [torch.device("cpu"), *gpus]
+    return [torch.device("cpu"), *_hardware_gpus()]
 
 
 def _parse_override(value: str) -> list[torch.device]:
     """Turn a ``D2L_DEVICE`` value into the accelerators it leaves visible."""
-    valid = ", ".join(repr(str(d)) for d in available_devices())
-    kind, count = _hardware()
+    gpus = _hardware_gpus()
+    kind = gpus[0].type if gpus else None
+    valid = ", ".join(repr(str(d)) for d in [torch.device("cpu"), *gpus])
     hint = f"{ENV_VAR}={value!r} is not a device this machine has; valid values here: {valid}"
     if kind:
-        hint += f" (or {kind!r} for all {count})"
+        hint += f" (or {kind!r} for all {len(gpus)})"
     try:
         requested = torch.device(value.strip().lower())
     except RuntimeError:
@@ -88,8 +93,8 @@ def _parse_override(value: str) -> list[torch.device]:
     if requested.type != kind:
         raise RuntimeError(hint)
     if requested.index is None:
-        return [torch.device(kind, i) for i in range(count)]
-    if requested.index >= count:
+        return gpus
+    if requested.index >= len(gpus):
         raise RuntimeError(hint)
     return [requested]
 
@@ -98,10 +103,7 @@ def _parse_override(value: str) -> list[torch.device]:
 def _visible_gpus(override: str | None) -> tuple[torch.device, ...]:
     # Cached per override value: device counts are fixed once a process starts,
     # and try_gpu() sits in loops where a fresh query each call would show.
-    if override:
-        return tuple(_parse_override(override))
-    kind, count = _hardware()
-    return tuple(torch.device(kind, i) for i in range(count)) if kind else ()
+    return tuple(_parse_override(override) if override else _hardware_gpus())
 
 
 # os.environ.get costs about 1 us when the variable is unset (it raises and
@@ -164,6 +166,17 @@ def try_all_gpus() -> list[torch.device]:
     return list(_gpus()) or [_CPU]
 
 
+def _device_to_wait_for(device: torch.device | str | None) -> torch.device | None:
+    """The accelerator ``device`` names (None: the current one), or None if nothing queues."""
+    if device is None:
+        kind, _ = _hardware()
+        if kind is None:
+            return None
+        device = torch.device(kind)
+    device = torch.device(device)
+    return None if device.type in ("cpu", "meta") else device
+
+
 def synchronize(device: torch.device | str | None = None) -> None:
     """Wait until work queued on ``device`` is done; a no-op on the CPU.
 
@@ -171,13 +184,8 @@ def synchronize(device: torch.device | str | None = None) -> None:
     read without this measures only the launch. ``None`` means the current
     accelerator, if there is one.
     """
+    device = _device_to_wait_for(device)
     if device is None:
-        kind, _ = _hardware()
-        if kind is None:
-            return
-        device = torch.device(kind)
-    device = torch.device(device)
-    if device.type in ("cpu", "meta"):
         return
     if device.type == "cuda":
         torch.cuda.synchronize(device)

@@ -112,7 +112,8 @@ def device_report() -> str:
         for r in rows
     ]
     lines.append("helpers use: " + ", ".join(str(d) for d in try_all_gpus()))
-    key_width = max(map(len, software_versions()))
-    lines += [f"{k:<{key_width}}  {v}" for k, v in software_versions().items()]
+    versions = software_versions()
+    key_width = max(map(len, versions))
+    lines += [f"{k:<{key_width}}  {v}" for k, v in versions.items()]
     lines.append(f"platform{' ' * (key_width - 8)}  {sys.platform}, {platform.machine()}")
     return "\n".join(lines)

@@ -18,22 +18,15 @@ from typing import Any
 
 import torch
 
-from .devices import _hardware, synchronize
+from .devices import _device_to_wait_for, synchronize
 
 __all__ = ["Benchmark", "Measurement", "Timer", "benchmark"]
 
 
 def _syncer(device: torch.device | str | None) -> Callable[[], None] | None:
     """Resolve once which device to wait for, so each clock reading stays cheap."""
-    if device is None:
-        kind, _ = _hardware()
-        if kind is None:
-            return None
-        device = torch.device(kind)
-    device = torch.device(device)
-    if device.type in ("cpu", "meta"):
-        return None
-    return lambda: synchronize(device)
+    target = _device_to_wait_for(device)
+    return None if target is None else lambda: synchronize(target)
 
 
 class Timer:
