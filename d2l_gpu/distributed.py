@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import functools
 import os
-import statistics
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from datetime import timedelta
 import torch
 
 from .devices import try_gpu
-from .timing import Timer, benchmark
+from .timing import Measurement, Timer, benchmark
 
 __all__ = [
     "BACKENDS",
@@ -250,11 +249,12 @@ def _timing_table(me: Rank, sizes: Sequence[int], repeats: int, min_run_time: fl
             repeats,
             setup=functools.partial(buf.copy_, data),
         )
-        q1, comm, q3 = statistics.quantiles(times, n=4, method="inclusive")
+        collective = Measurement.from_times(times)
+        comm = collective.median
         add = benchmark(torch.add, data, data, device=me.device, min_run_time=min_run_time).median
         mm = benchmark(torch.matmul, data, data, device=me.device, min_run_time=min_run_time).median
         lines.append(
-            f"{n:>6} {4 * n * n:>11,} B  all_reduce {_us(comm):>12} (IQR {_us(q3 - q1)})  "
+            f"{n:>6} {4 * n * n:>11,} B  all_reduce {_us(comm):>12} (IQR {_us(collective.iqr)})  "
             f"x + y {_us(add):>12}  x @ x {_us(mm):>13}  "
             f"all_reduce/add {comm / add:8.1f}x  all_reduce/matmul {comm / mm:8.2f}x"
         )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,17 @@ class Measurement:
     times: list[float] = field(repr=False)
     label: str = ""
 
+    @classmethod
+    def from_times(
+        cls, times: Sequence[float], number_per_run: int = 1, label: str = ""
+    ) -> Measurement:
+        """Summarize seconds-per-call readings, each the mean of ``number_per_run`` calls."""
+        if not times:
+            raise ValueError("Measurement.from_times needs at least one time")
+        times = list(times)
+        q1, median, q3 = _quantiles(times)
+        return cls(median, q3 - q1, len(times), number_per_run, times, label)
+
     @property
     def q1(self) -> float:
         return _quantiles(self.times)[0]
@@ -169,13 +180,4 @@ def benchmark(
         label=label or getattr(fn, "__name__", "fn"),
     )
     m = timer.blocked_autorange(min_run_time=min_run_time)
-    times = list(m.times)
-    q1, median, q3 = _quantiles(times)
-    return Measurement(
-        median=median,
-        iqr=q3 - q1,
-        runs=len(times),
-        number_per_run=m.number_per_run,
-        times=times,
-        label=label,
-    )
+    return Measurement.from_times(m.times, m.number_per_run, label)

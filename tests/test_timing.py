@@ -143,3 +143,14 @@ def test_timer_agrees_with_cuda_events_and_an_unsynchronized_clock_does_not():
 
     assert synced == pytest.approx(events, rel=0.05)
     assert unsynced < 0.5 * events
+
+
+def test_measurement_from_times_gives_median_and_iqr():
+    m = d2l_gpu.Measurement.from_times([0.005, 0.001, 0.003, 0.002, 0.004], label="five")
+    assert (m.median, m.iqr, m.runs, m.number_per_run) == (0.003, 0.002, 5, 1)
+    assert m.label == "five"
+
+
+def test_measurement_from_no_times_is_a_clear_error():
+    with pytest.raises(ValueError, match="at least one time"):
+        d2l_gpu.Measurement.from_times([])

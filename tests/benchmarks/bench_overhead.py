@@ -56,7 +56,6 @@ def timer_pair_us(number: int = 100_000) -> float:
 
 def _timer_median(fn, number: int, blocks: int) -> float:
     timer = d2l_gpu.Timer()
-    timer.times.clear()
     for _ in range(blocks):
         timer.start()
         for _ in range(number):
