@@ -5,6 +5,10 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LAB_PORT ?= 8888
 NOTEBOOK_SOURCES := $(wildcard notebooks/*/*.py)
+# gpu-check needs only a Python with torch: the venv when there is one, else $(PYTHON).
+GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+GPU_REPORT ?= build/gpu-check
+GPU_WHEELS ?= build/gpu-wheels
 NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 \
          --nbval-sanitize-with tests/nbval-sanitize.cfg -p no:cacheprovider
 
@@ -12,7 +16,8 @@ NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 \
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lab test unit notebooks lint format sync execute bench constraints clean
+.PHONY: help install lab test unit notebooks lint format sync execute bench gpu-check gpu-wheels \
+        constraints clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -63,10 +68,21 @@ sync: $(STAMP) ## render Colab links from pyproject, then pair every .py with it
 execute: $(STAMP) ## refresh the stored outputs of every notebook (seeded, CPU)
 	$(PY) .ci/execute_notebooks.py $(NOTEBOOK_SOURCES)
 
-bench: $(STAMP) ## the library's overhead ratios, then the exercises' measurements
+bench: $(STAMP) ## the helpers' costs: try_gpu, Timer, benchmark() against torch's Timer
 	$(PY) tests/benchmarks/bench_overhead.py
-	$(PY) tests/benchmarks/bench_experiments.py
-	$(PY) -m d2l_gpu bench --quick
+
+# No dependency on the venv: a borrowed GPU machine may have torch and nothing else.
+gpu-check: ## on a GPU machine: info, gpu tests, notebooks as scripts, nccl demo (< 8 min)
+	$(GPU_PYTHON) .ci/gpu_check.py --report $(GPU_REPORT) --wheels $(GPU_WHEELS)
+
+# pytest and its dependencies as pure-Python wheels. pip judges markers by the
+# Python it runs on, so the two that Python 3.10 also needs are named outright.
+gpu-wheels: $(STAMP) ## download pytest's wheels (build/gpu-wheels) for an offline gpu-check
+	rm -rf $(GPU_WHEELS)
+	$(PY) -m pip download --quiet --only-binary=:all: --python-version 3.10 -c constraints.txt \
+	    --dest $(GPU_WHEELS) pytest exceptiongroup tomli
+	@ls $(GPU_WHEELS)
+	@! ls $(GPU_WHEELS) | grep -v -- '-none-any\.whl$$' || { echo "not pure Python: above"; exit 1; }
 
 constraints: ## re-pin constraints.txt from a fresh resolve (then review the diff)
 	rm -rf $(VENV)-pin && $(PYTHON) -m venv $(VENV)-pin

@@ -15,7 +15,6 @@ _NOTEBOOK_PACKAGES = {
     "jupytext": "pairing .py and .ipynb files",
     "matplotlib": "the plots",
     "numpy": "the NumPy comparisons",
-    "tqdm": "progress bars in `bench`",
 }
 MIN_TORCH = (2, 6)
 
@@ -47,12 +46,6 @@ def check_lines(packages: dict[str, str] | None = None) -> list[tuple[bool, str]
             fix = "pip install 'd2l-gpu[notebooks]'"
             lines.append((False, f"{name} is missing (needed for {why}): {fix}"))
     return lines
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--core", action="store_true", help="check only torch, not the notebook packages"
-    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -50,26 +50,39 @@ def _host_memory() -> tuple[int | None, int | None]:
     return total, total - free
 
 
+def _memory(device: torch.device) -> tuple[int | None, int | None]:
+    """Total and used bytes of an accelerator; None where it will not say."""
+    if device.type == "mps":
+        return torch.mps.recommended_max_memory(), torch.mps.driver_allocated_memory()
+    try:
+        if device.type == "cuda":
+            free, total = torch.cuda.mem_get_info(device)
+        else:
+            free, total = torch.accelerator.get_memory_info(device)
+    except RuntimeError:
+        # A busy or exclusive-process card refuses the context this query
+        # needs; its size needs none.
+        if device.type != "cuda":
+            return None, None
+        return torch.cuda.get_device_properties(device).total_memory, None
+    return total, total - free
+
+
 def _accelerator_info(device: torch.device) -> DeviceInfo:
     if device.type == "cuda":
-        free, total = torch.cuda.mem_get_info(device)
         name = torch.cuda.get_device_name(device)
-        return DeviceInfo(str(device), name, total, total - free)
-    if device.type == "mps":
-        total = getattr(torch.mps, "recommended_max_memory", lambda: None)()
-        used = torch.mps.driver_allocated_memory()
-        return DeviceInfo(str(device), "Apple GPU (MPS)", total, used)
-    acc = getattr(torch, "accelerator", None)
-    try:
-        free, total = acc.get_memory_info(device)  # type: ignore[union-attr]
-        used: int | None = total - free
-    except (AttributeError, RuntimeError):
-        total = used = None
-    return DeviceInfo(str(device), device.type.upper(), total, used)
+    elif device.type == "mps":
+        name = "Apple GPU (MPS)"
+    else:
+        name = device.type.upper()
+    return DeviceInfo(str(device), name, *_memory(device))
 
 
 def device_info() -> list[DeviceInfo]:
-    """The CPU and every accelerator this machine has, with their memory."""
+    """The CPU and every accelerator this machine has, with their memory.
+
+    Lists every device, ignoring ``D2L_DEVICE``; the report says which the helpers use.
+    """
     cpu_total, cpu_used = _host_memory()
     name = f"{_cpu_name()} ({os.cpu_count()} logical cores)"
     rows = [DeviceInfo("cpu", name, cpu_total, cpu_used)]
@@ -105,7 +118,7 @@ def _gib(n: int | None) -> str:
 def device_report() -> str:
     """A table of devices, what the helpers will use, and the software versions."""
     rows = device_info()
-    width = max(len(r.device) for r in rows)
+    width = max(len("device"), *(len(r.device) for r in rows))
     lines = [f"{'device':<{width}}  {'total':>10}  {'used':>10}  name"]
     lines += [
         f"{r.device:<{width}}  {_gib(r.total_memory):>10}  {_gib(r.used_memory):>10}  {r.name}"

@@ -1,15 +1,17 @@
 """Clocks that tell the truth about asynchronous devices.
 
 ``Timer`` and ``Benchmark`` keep the d2l book's interface, but read
-``time.perf_counter`` and synchronize the device before every reading: without
+``time.perf_counter`` and wait for the device before every reading: without
 that, a GPU time is only the time to queue the kernels. ``benchmark`` is the
-careful instrument: warm-up, repeated blocks and a median with its spread, built
-on ``torch.utils.benchmark.Timer``.
+careful instrument: warm-up, repeated blocks and a median with its spread.
+By default each waits for the devices the helpers offer (``try_all_gpus()``),
+so a CPU-only run never touches a GPU.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -18,15 +20,17 @@ from typing import Any
 
 import torch
 
-from .devices import _device_to_wait_for, synchronize
+from .devices import _devices_to_wait_for
 
 __all__ = ["Benchmark", "Measurement", "Timer", "benchmark"]
 
 
-def _syncer(device: torch.device | str | None) -> Callable[[], None] | None:
-    """Resolve once which device to wait for, so each clock reading stays cheap."""
-    target = _device_to_wait_for(device)
-    return None if target is None else lambda: synchronize(target)
+_clock = time.perf_counter
+
+
+def _wait(devices: tuple[torch.device, ...]) -> None:
+    for device in devices:
+        torch.accelerator.synchronize(device)
 
 
 class Timer:
@@ -34,26 +38,27 @@ class Timer:
 
     def __init__(self, device: torch.device | str | None = None) -> None:
         self.times: list[float] = []
-        self._sync = _syncer(device)
+        # Resolved once, so each reading costs a clock call (plus the wait).
+        self._devices = _devices_to_wait_for(device)
         self._tik: float | None = None
         self.start()
 
     def start(self) -> None:
         """Start the clock once queued device work is done."""
-        if self._sync is not None:
-            self._sync()
-        self._tik = time.perf_counter()
+        if self._devices:
+            _wait(self._devices)
+        self._tik = _clock()
 
     def stop(self) -> float:
         """Stop the clock after queued device work is done; return and record the time."""
-        if self._sync is not None:
-            self._sync()
-        now = time.perf_counter()
-        if self._tik is None:
+        if self._devices:
+            _wait(self._devices)
+        now, tik = _clock(), self._tik
+        if tik is None:
             raise RuntimeError("Timer.stop() needs a running timer; call start() first")
-        self.times.append(now - self._tik)
         self._tik = None
-        return self.times[-1]
+        self.times.append(now - tik)
+        return now - tik
 
     def avg(self) -> float:
         """The mean of the recorded times."""
@@ -120,7 +125,7 @@ class Measurement:
     def __str__(self) -> str:
         head = f"{self.label}: " if self.label else ""
         return (
-            f"{head}{_human(self.median)} median, IQR {_human(self.iqr)}, "
+            f"{head}{_format_duration(self.median)} median, IQR {_format_duration(self.iqr)}, "
             f"{self.runs} runs x {self.number_per_run}"
         )
 
@@ -131,11 +136,31 @@ def _quantiles(times: list[float]) -> list[float]:
     return statistics.quantiles(times, n=4, method="inclusive")
 
 
-def _human(seconds: float) -> str:
+def _format_duration(seconds: float) -> str:
+    """Seconds in the largest unit (s, ms, us, ns) not above the duration."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.3f} {unit}"
     return f"{seconds / 1e-9:.1f} ns"
+
+
+def _calls_per_block(
+    block: Callable[[int], float], clock: Callable[[], float], min_run_time: float
+) -> int:
+    """Calls per block: reading the clock costs under 1 % of a block, and
+    ``min_run_time`` holds about 100 blocks when one call is short enough."""
+    gaps = []
+    for _ in range(5):
+        tik = clock()
+        gaps.append(clock() - tik)
+    target = max(100 * statistics.median(gaps), min_run_time / 100)
+    number = 1
+    while True:
+        elapsed = max(block(number), 1e-9)
+        if elapsed >= target or elapsed >= min_run_time:
+            return number
+        # Aim 10 % past the target; a block the clock dominates grows fast.
+        number = max(number + 1, math.ceil(1.1 * number * target / elapsed))
 
 
 def benchmark(
@@ -150,34 +175,43 @@ def benchmark(
 ) -> Measurement:
     """Time ``fn(*args, **kwargs)`` the careful way and return its median and IQR.
 
-    ``torch.utils.benchmark.Timer`` sizes blocks until clock overhead vanishes;
-    we give it a clock that waits for ``device`` (or the current accelerator),
-    which it otherwise does for CUDA only, and keep torch's own thread count
-    unless ``num_threads`` says otherwise (its default of 1 would understate
-    what a reader's code gets).
+    After ``warmup`` calls, runs blocks of calls for about ``min_run_time``
+    seconds, reading a clock that first waits for ``device`` (by default the
+    helpers' devices). Blocks are sized so that waiting for a GPU, which costs
+    microseconds, stays under 1 % of a block, yet many blocks fit: the spread
+    is real. ``num_threads`` sets torch's CPU threads meanwhile (default: as is).
     """
     if min_run_time <= 0:
         raise ValueError(f"min_run_time must be a positive number of seconds, got {min_run_time!r}")
     if warmup < 0:
         raise ValueError(f"warmup must be a count >= 0, got {warmup!r}")
-    sync = _syncer(device)
+    if num_threads is not None and num_threads < 1:
+        raise ValueError(f"num_threads must be a count >= 1 or None, got {num_threads!r}")
+    devices = _devices_to_wait_for(device)
 
     def clock() -> float:
-        if sync is not None:
-            sync()
-        return time.perf_counter()
+        _wait(devices)
+        return _clock()
 
-    # Imported here: it pulls in setuptools, which would slow `import d2l_gpu`.
-    import torch.utils.benchmark as torch_benchmark
+    def block(number: int) -> float:
+        tik = clock()
+        for _ in range(number):
+            fn(*args, **kwargs)
+        return clock() - tik
 
-    for _ in range(warmup):
-        fn(*args, **kwargs)
-    timer = torch_benchmark.Timer(
-        stmt="fn(*args, **kwargs)",
-        globals={"fn": fn, "args": args, "kwargs": kwargs},
-        timer=clock,
-        num_threads=num_threads or torch.get_num_threads(),
-        label=label or getattr(fn, "__name__", "fn"),
-    )
-    m = timer.blocked_autorange(min_run_time=min_run_time)
-    return Measurement.from_times(m.times, m.number_per_run, label)
+    threads = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    try:
+        for _ in range(warmup):
+            fn(*args, **kwargs)
+        number = _calls_per_block(block, clock, min_run_time)
+        times: list[float] = []
+        total = 0.0
+        while total < min_run_time:
+            elapsed = block(number)
+            total += elapsed
+            times.append(elapsed / number)
+    finally:
+        torch.set_num_threads(threads)
+    return Measurement.from_times(times, number, label)

@@ -5,25 +5,40 @@ Good for testing the helpers' logic; no evidence that GPU code works.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import torch
 
 from d2l_gpu import devices
 
 
-def simulate_machine(
-    monkeypatch: pytest.MonkeyPatch, kind: str | None, count: int, *, accelerator_api: bool = True
-) -> None:
+def simulate_machine(monkeypatch: pytest.MonkeyPatch, kind: str | None, count: int) -> None:
     """Make torch report ``count`` devices of backend ``kind`` (None: no accelerator)."""
     available = kind is not None and count > 0
-    if accelerator_api:
-        monkeypatch.setattr(torch.accelerator, "is_available", lambda: available)
-        current = torch.device(kind) if available else None
-        monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda: current)
-        monkeypatch.setattr(torch.accelerator, "device_count", lambda: count if available else 0)
-    else:
-        monkeypatch.delattr(torch, "accelerator")
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: kind == "cuda" and available)
-        monkeypatch.setattr(torch.cuda, "device_count", lambda: count if kind == "cuda" else 0)
-        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: kind == "mps" and available)
+    current = torch.device(kind) if available else None
+    monkeypatch.setattr(torch.accelerator, "is_available", lambda: available)
+    monkeypatch.setattr(
+        torch.accelerator, "current_accelerator", lambda check_available=False: current
+    )
+    monkeypatch.setattr(torch.accelerator, "device_count", lambda: count if available else 0)
     devices._visible_gpus.cache_clear()
+
+
+def record_waits(monkeypatch: pytest.MonkeyPatch, seconds: float = 0.0) -> list[torch.device]:
+    """Replace every way torch waits for a device; return the list of devices waited for.
+
+    Each wait spins ``seconds`` (a real synchronize costs a few microseconds).
+    """
+    waits: list[torch.device] = []
+
+    def fake_synchronize(device=None):
+        waits.append(torch.device(device) if device is not None else None)
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    monkeypatch.setattr(torch.accelerator, "synchronize", fake_synchronize)
+    monkeypatch.setattr(torch.cuda, "synchronize", fake_synchronize)
+    monkeypatch.setattr(torch.mps, "synchronize", lambda: fake_synchronize(torch.device("mps")))
+    return waits

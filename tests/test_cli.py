@@ -22,7 +22,7 @@ def test_help_documents_every_subcommand():
     subcommands = build_parser()._subparsers._group_actions[0].choices
     for name in subcommands:
         assert name in result.stdout
-    assert {"info", "check"} <= set(subcommands)
+    assert set(subcommands) == {"info", "check"}
 
 
 def test_every_subcommand_has_its_own_help(capsys):

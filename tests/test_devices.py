@@ -1,44 +1,44 @@
 """Device helpers on this machine and on simulated ones (monkeypatched torch queries)."""
 
-import numpy as np
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
 import d2l_gpu
 from d2l_gpu import devices
-from tests.simulate import simulate_machine
+from tests.simulate import record_waits, simulate_machine
 
 CPU = torch.device("cpu")
 
 
-@pytest.mark.parametrize("accelerator_api", [True, False], ids=["accelerator-api", "legacy-api"])
-def test_simulated_machine_without_gpu_falls_back_to_cpu(monkeypatch, accelerator_api):
-    simulate_machine(monkeypatch, None, 0, accelerator_api=accelerator_api)
+def test_simulated_machine_without_gpu_falls_back_to_cpu(monkeypatch):
+    simulate_machine(monkeypatch, None, 0)
     assert d2l_gpu.num_gpus() == 0
     assert d2l_gpu.try_gpu() == CPU
     assert d2l_gpu.try_gpu(3) == CPU
     assert d2l_gpu.try_all_gpus() == [CPU]
     assert d2l_gpu.accelerator_type() is None
     assert d2l_gpu.gpu(1) == torch.device("cuda", 1)
-    assert d2l_gpu.available_devices() == [CPU]
+    assert devices.available_devices() == [CPU]
 
 
-@pytest.mark.parametrize("accelerator_api", [True, False], ids=["accelerator-api", "legacy-api"])
 @pytest.mark.parametrize("count", [1, 2, 4])
-def test_simulated_cuda_machine_offers_each_gpu_then_cpu(monkeypatch, count, accelerator_api):
-    simulate_machine(monkeypatch, "cuda", count, accelerator_api=accelerator_api)
+def test_simulated_cuda_machine_offers_each_gpu_then_cpu(monkeypatch, count):
+    simulate_machine(monkeypatch, "cuda", count)
     gpus = [torch.device("cuda", i) for i in range(count)]
     assert d2l_gpu.num_gpus() == count
     assert [d2l_gpu.try_gpu(i) for i in range(count)] == gpus
     assert d2l_gpu.try_gpu(count) == CPU
     assert d2l_gpu.try_all_gpus() == gpus
     assert d2l_gpu.accelerator_type() == "cuda"
-    assert d2l_gpu.available_devices() == [CPU, *gpus]
+    assert devices.available_devices() == [CPU, *gpus]
 
 
-@pytest.mark.parametrize("accelerator_api", [True, False], ids=["accelerator-api", "legacy-api"])
-def test_simulated_mps_machine_has_exactly_one_gpu(monkeypatch, accelerator_api):
-    simulate_machine(monkeypatch, "mps", 1, accelerator_api=accelerator_api)
+def test_simulated_mps_machine_has_exactly_one_gpu(monkeypatch):
+    simulate_machine(monkeypatch, "mps", 1)
     mps = torch.device("mps", 0)
     assert d2l_gpu.num_gpus() == 1
     assert d2l_gpu.try_gpu() == mps
@@ -87,7 +87,7 @@ def test_environment_override_cuda_1_hides_the_other_gpu(monkeypatch):
 def test_environment_override_naming_a_missing_device_says_what_exists(monkeypatch, value):
     simulate_machine(monkeypatch, "cuda", 2)
     monkeypatch.setenv(devices.ENV_VAR, value)
-    with pytest.raises(RuntimeError, match="valid values here: 'cpu', 'cuda:0', 'cuda:1'"):
+    with pytest.raises(ValueError, match="valid values here: 'cpu', 'cuda:0', 'cuda:1'"):
         d2l_gpu.try_gpu()
 
 
@@ -102,7 +102,7 @@ def test_environment_override_that_is_no_device_name_is_rejected(monkeypatch, va
 def test_environment_override_cuda_on_cpu_only_machine_is_an_error(monkeypatch):
     simulate_machine(monkeypatch, None, 0)
     monkeypatch.setenv(devices.ENV_VAR, "cuda")
-    with pytest.raises(RuntimeError, match="not a device this machine has"):
+    with pytest.raises(ValueError, match="not a device this machine has"):
         d2l_gpu.num_gpus()
 
 
@@ -122,9 +122,16 @@ def test_bad_gpu_index_is_rejected_with_what_is_accepted(func, bad, error, messa
         func(bad)
 
 
+class _IndexLike:
+    """An integer-like index, as numpy's integers are (anything with __index__)."""
+
+    def __index__(self):
+        return 1
+
+
 def test_integer_like_indices_are_accepted(monkeypatch):
     simulate_machine(monkeypatch, "cuda", 2)
-    assert d2l_gpu.try_gpu(np.int64(1)) == torch.device("cuda", 1)
+    assert d2l_gpu.try_gpu(_IndexLike()) == torch.device("cuda", 1)
 
 
 def test_synchronize_is_a_no_op_on_cpu_and_meta():
@@ -132,24 +139,58 @@ def test_synchronize_is_a_no_op_on_cpu_and_meta():
     d2l_gpu.synchronize(torch.device("meta"))
 
 
-def test_synchronize_with_no_device_waits_for_the_simulated_accelerator(monkeypatch):
+def test_synchronize_with_no_device_waits_for_every_gpu_the_helpers_offer(monkeypatch):
     simulate_machine(monkeypatch, "cuda", 2)
-    calls = []
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: calls.append(device))
+    waits = record_waits(monkeypatch)
     d2l_gpu.synchronize()
     d2l_gpu.synchronize("cuda:1")
-    assert calls == [torch.device("cuda"), torch.device("cuda", 1)]
+    assert waits == [torch.device("cuda", 0), torch.device("cuda", 1), torch.device("cuda", 1)]
 
 
-def test_synchronize_on_simulated_mps_uses_the_mps_backend(monkeypatch):
-    calls = []
-    monkeypatch.setattr(torch.mps, "synchronize", lambda: calls.append("mps"))
+@pytest.mark.parametrize(
+    ("value", "expected"), [("cpu", []), ("cuda:1", [torch.device("cuda", 1)])]
+)
+def test_synchronize_with_no_device_follows_the_environment_override(monkeypatch, value, expected):
+    simulate_machine(monkeypatch, "cuda", 2)
+    monkeypatch.setenv(devices.ENV_VAR, value)
+    waits = record_waits(monkeypatch)
+    d2l_gpu.synchronize()
+    assert waits == expected
+
+
+def test_synchronize_on_simulated_mps_waits_for_the_mps_device(monkeypatch):
+    simulate_machine(monkeypatch, "mps", 1)
+    waits = record_waits(monkeypatch)
     d2l_gpu.synchronize("mps")
-    assert calls == ["mps"]
+    d2l_gpu.synchronize()
+    assert waits == [torch.device("mps"), torch.device("mps", 0)]
 
 
 def test_synchronize_without_accelerator_and_no_device_returns(monkeypatch):
     simulate_machine(monkeypatch, None, 0)
+    waits = record_waits(monkeypatch)
+    d2l_gpu.synchronize()
+    assert waits == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "device", "have"),
+    [(None, "cuda:0", "no accelerator"), ("mps", "cuda", "a mps accelerator")],
+)
+def test_synchronize_a_device_this_machine_lacks_says_what_it_has(monkeypatch, kind, device, have):
+    simulate_machine(monkeypatch, kind, 1)
+    with pytest.raises(ValueError, match=rf"cannot wait for '{device}': this machine has {have}"):
+        d2l_gpu.synchronize(device)
+
+
+def test_cpu_override_is_settled_without_asking_the_hardware(monkeypatch):
+    def refuse():
+        raise AssertionError("D2L_DEVICE=cpu must not query the accelerator")
+
+    for query in ("is_available", "current_accelerator", "device_count"):
+        monkeypatch.setattr(torch.accelerator, query, lambda *_, **__: refuse())
+    monkeypatch.setenv(devices.ENV_VAR, "cpu")
+    assert d2l_gpu.try_all_gpus() == [CPU]
     d2l_gpu.synchronize()
 
 
@@ -160,3 +201,18 @@ def test_synchronize_waits_for_real_device_work():
     y = x @ x
     d2l_gpu.synchronize(device)
     assert torch.isfinite(y).all().item()
+
+
+@pytest.mark.gpu
+def test_cpu_override_never_initialises_the_gpu():
+    code = (
+        "import time, torch, d2l_gpu; "
+        "t = d2l_gpu.Timer(); t.stop(); d2l_gpu.synchronize(); "
+        "d2l_gpu.benchmark(time.sleep, 0, min_run_time=0.01); d2l_gpu.try_gpu(); "
+        "print(torch.cuda.is_initialized())"
+    )
+    env = {**os.environ, devices.ENV_VAR: "cpu"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "False"

@@ -64,9 +64,20 @@ def test_import_adds_nothing_heavy_to_what_torch_loads():
     assert added - {"d2l_gpu"} <= sys.stdlib_module_names, added
 
 
-def test_public_api_is_declared_and_typed():
+def test_public_api_is_what_another_chapter_imports():
+    assert sorted(d2l_gpu.__all__) == sorted(
+        ["cpu", "gpu", "num_gpus", "try_gpu", "try_all_gpus", "Timer", "Benchmark"]
+        + ["synchronize", "benchmark", "Measurement", "device_report", "device_info"]
+        + ["accelerator_type", "ENV_VAR", "__version__"]
+    )
     for name in d2l_gpu.__all__:
         assert hasattr(d2l_gpu, name), name
+    public = {name for name in vars(d2l_gpu) if not name.startswith("_")}
+    modules = {"check", "devices", "distributed", "report", "timing"}
+    assert public - modules == set(d2l_gpu.__all__) - {"__version__"}
+
+
+def test_public_api_is_typed_and_versioned():
     assert (ROOT / "d2l_gpu" / "py.typed").is_file()
     assert re.fullmatch(r"\d+\.\d+\.\d+", d2l_gpu.__version__)
 

@@ -1,4 +1,4 @@
-"""Timers and benchmark(): the book's interface, real waits for the device."""
+"""Timers and benchmark(): the book's interface, real waits for the right device."""
 
 import re
 import time
@@ -7,21 +7,10 @@ import pytest
 import torch
 
 import d2l_gpu
-from d2l_gpu import timing
-from tests.simulate import simulate_machine
+from d2l_gpu import devices
+from tests.simulate import record_waits, simulate_machine
 
-
-@pytest.fixture
-def slow_device(monkeypatch):
-    """A simulated device whose queued work takes 20 ms to finish once waited for."""
-    waits = []
-
-    def fake_synchronize(device=None):
-        waits.append(device)
-        time.sleep(0.02)
-
-    monkeypatch.setattr(timing, "synchronize", fake_synchronize)
-    return waits
+CUDA0, CUDA1 = torch.device("cuda", 0), torch.device("cuda", 1)
 
 
 def test_timer_records_times_like_the_book():
@@ -49,24 +38,53 @@ def test_timer_stop_twice_without_start_is_a_clear_error():
         timer.stop()
 
 
-def test_timer_waits_for_the_simulated_device_before_reading_the_clock(slow_device):
-    timer = d2l_gpu.Timer("cuda:0")
-    elapsed = timer.stop()
+def test_timer_waits_for_the_simulated_device_before_reading_the_clock(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 2)
+    waits = record_waits(monkeypatch, seconds=0.02)
+    elapsed = d2l_gpu.Timer("cuda:0").stop()
     # stop() waited for the queued work (20 ms) before reading the clock.
     assert elapsed >= 0.02
-    assert slow_device == [torch.device("cuda", 0)] * 2
+    assert waits == [CUDA0, CUDA0]
 
 
-def test_timer_on_cpu_never_synchronizes(slow_device):
-    timer = d2l_gpu.Timer("cpu")
-    timer.stop()
-    assert slow_device == []
+def test_timer_on_cpu_never_synchronizes(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 2)
+    waits = record_waits(monkeypatch)
+    d2l_gpu.Timer("cpu").stop()
+    assert waits == []
 
 
-def test_timer_without_device_synchronizes_the_simulated_accelerator(monkeypatch, slow_device):
-    simulate_machine(monkeypatch, "mps", 1)
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [(None, [CUDA0, CUDA1]), ("cuda:1", [CUDA1]), ("cuda", [CUDA0, CUDA1]), ("cpu", [])],
+)
+def test_default_clocks_wait_for_the_devices_the_helpers_offer(monkeypatch, override, expected):
+    simulate_machine(monkeypatch, "cuda", 2)
+    if override:
+        monkeypatch.setenv(devices.ENV_VAR, override)
+    waits = record_waits(monkeypatch)
     d2l_gpu.Timer().stop()
-    assert slow_device == [torch.device("mps")] * 2
+    assert waits == expected * 2
+    waits.clear()
+    with d2l_gpu.Benchmark("quiet"):
+        pass
+    assert waits == expected * 2
+    waits.clear()
+    d2l_gpu.benchmark(lambda: None, min_run_time=0.01, warmup=0)
+    assert set(waits) == set(expected)
+
+
+def test_timer_without_device_on_simulated_mps_waits_for_it(monkeypatch):
+    simulate_machine(monkeypatch, "mps", 1)
+    waits = record_waits(monkeypatch)
+    d2l_gpu.Timer().stop()
+    assert waits == [torch.device("mps", 0)] * 2
+
+
+def test_timer_for_a_device_this_machine_lacks_is_a_clear_error(monkeypatch):
+    simulate_machine(monkeypatch, None, 0)
+    with pytest.raises(ValueError, match="cannot wait for 'cuda:1': this machine has no accel"):
+        d2l_gpu.Timer("cuda:1")
 
 
 def test_benchmark_context_prints_description_and_seconds(capsys):
@@ -80,7 +98,7 @@ def test_benchmark_context_prints_description_and_seconds(capsys):
 def test_benchmark_measures_a_known_duration():
     m = d2l_gpu.benchmark(time.sleep, 0.002, min_run_time=0.05, warmup=1)
     assert 0.002 <= m.median < 0.006
-    assert m.runs >= 1 and m.number_per_run >= 1
+    assert m.runs >= 10 and m.number_per_run == 1
     assert m.q1 <= m.median <= m.q3
     assert m.iqr == pytest.approx(m.q3 - m.q1)
     assert "median" in str(m)
@@ -93,64 +111,113 @@ def test_benchmark_warms_up_and_passes_arguments():
     assert len(calls) >= 5 + m.runs * m.number_per_run
 
 
-def test_benchmark_synchronizes_the_device_it_is_given(slow_device):
-    m = d2l_gpu.benchmark(lambda: None, device="cuda:0", min_run_time=0.05, warmup=0)
-    assert slow_device and set(slow_device) == {torch.device("cuda", 0)}
+def test_benchmark_synchronizes_the_device_it_is_given(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 2)
+    waits = record_waits(monkeypatch, seconds=0.02)
+    m = d2l_gpu.benchmark(lambda: None, device="cuda:1", min_run_time=0.05, warmup=0)
+    assert waits and set(waits) == {CUDA1}
     # Each block's clock waits 20 ms for the simulated device.
     assert m.median * m.number_per_run >= 0.02
 
 
+def _timed_benchmark(fn, **kwargs):
+    tik = time.perf_counter()
+    m = d2l_gpu.benchmark(fn, **kwargs)
+    return m, time.perf_counter() - tik
+
+
+def test_benchmark_with_a_costly_sync_keeps_it_small_and_still_finishes_on_time(monkeypatch):
+    """An empty op on a device whose synchronize costs 5 us, as a GPU's does."""
+    simulate_machine(monkeypatch, "cuda", 1)
+    record_waits(monkeypatch, seconds=5e-6)
+    m, wall = _timed_benchmark(lambda: None, device="cuda:0", min_run_time=0.2)
+    assert m.number_per_run * m.median >= 100 * 5e-6  # the wait is < 1 % of a block
+    assert m.runs >= 20  # about 100 when the machine is quiet
+    assert wall < 0.6, f"benchmark took {wall:.2f} s for min_run_time=0.2"
+
+
+def test_benchmark_of_a_millisecond_op_with_a_costly_sync_has_many_runs_and_a_spread(
+    monkeypatch,
+):
+    simulate_machine(monkeypatch, "cuda", 1)
+    record_waits(monkeypatch, seconds=5e-6)
+    m, wall = _timed_benchmark(lambda: time.sleep(0.003), device="cuda:0", min_run_time=0.2)
+    assert m.runs >= 10
+    assert m.iqr > 0
+    assert 0.003 <= m.median < 0.006
+    assert wall < 0.6, f"benchmark took {wall:.2f} s for min_run_time=0.2"
+
+
+def test_benchmark_sets_threads_only_while_it_runs():
+    before = torch.get_num_threads()
+    seen = []
+    d2l_gpu.benchmark(
+        lambda: seen.append(torch.get_num_threads()), num_threads=1, warmup=1, min_run_time=0.01
+    )
+    assert set(seen) == {1}
+    assert torch.get_num_threads() == before
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"min_run_time": 0}, "min_run_time"), ({"warmup": -1}, "warmup")],
+    [
+        ({"min_run_time": 0}, "min_run_time"),
+        ({"warmup": -1}, "warmup"),
+        ({"num_threads": 0}, "num_threads"),
+    ],
 )
 def test_benchmark_rejects_bad_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         d2l_gpu.benchmark(lambda: None, **kwargs)
 
 
-def _matmul_seconds_by_cuda_events(x, repeats):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(repeats):
-        x @ x
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1000
+def test_measurement_from_times_gives_median_and_iqr():
+    m = d2l_gpu.Measurement.from_times([0.005, 0.001, 0.003, 0.002, 0.004], label="five")
+    assert (m.median, m.iqr, m.runs, m.number_per_run) == (0.003, 0.002, 5, 1)
+    assert m.label == "five"
+    assert str(m) == "five: 3.000 ms median, IQR 2.000 ms, 5 runs x 1"
+
+
+def test_measurement_from_no_times_is_a_clear_error():
+    with pytest.raises(ValueError, match="at least one time"):
+        d2l_gpu.Measurement.from_times([])
 
 
 @pytest.mark.gpu
 def test_timer_agrees_with_cuda_events_and_an_unsynchronized_clock_does_not():
     if d2l_gpu.accelerator_type() != "cuda":
         pytest.skip("CUDA events need a CUDA device")
-    x = torch.randn(4096, 4096, device="cuda")
-    repeats = 20
-    x @ x
-    events = _matmul_seconds_by_cuda_events(x, repeats)
+    device, repeats = d2l_gpu.try_gpu(), 20
+    x = torch.randn(4096, 4096, device=device)
+    with torch.cuda.device(device):
+        for _ in range(3):  # warm-up: cuBLAS handle, workspace, kernel choice
+            x @ x
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        timer = d2l_gpu.Timer(device)
+        start.record()
+        for _ in range(repeats):
+            x @ x
+        end.record()
+        synced = timer.stop()
+        events = start.elapsed_time(end) / 1000
 
-    timer = d2l_gpu.Timer("cuda")
-    for _ in range(repeats):
-        x @ x
-    synced = timer.stop()
-
-    torch.cuda.synchronize()
-    tik = time.perf_counter()
-    for _ in range(repeats):
-        x @ x
-    unsynced = time.perf_counter() - tik
-    torch.cuda.synchronize()
+        tik = time.perf_counter()
+        for _ in range(repeats):
+            x @ x
+        unsynced = time.perf_counter() - tik
+        torch.cuda.synchronize(device)
 
     assert synced == pytest.approx(events, rel=0.05)
     assert unsynced < 0.5 * events
 
 
-def test_measurement_from_times_gives_median_and_iqr():
-    m = d2l_gpu.Measurement.from_times([0.005, 0.001, 0.003, 0.002, 0.004], label="five")
-    assert (m.median, m.iqr, m.runs, m.number_per_run) == (0.003, 0.002, 5, 1)
-    assert m.label == "five"
-
-
-def test_measurement_from_no_times_is_a_clear_error():
-    with pytest.raises(ValueError, match="at least one time"):
-        d2l_gpu.Measurement.from_times([])
+@pytest.mark.gpu
+def test_benchmark_on_the_gpu_has_many_runs_and_takes_about_min_run_time():
+    device = d2l_gpu.try_gpu()
+    x = torch.randn(2048, 2048, device=device)
+    for fn, args in ((torch.mm, (x, x)), (lambda: None, ())):
+        tik = time.perf_counter()
+        m = d2l_gpu.benchmark(fn, *args, device=device, min_run_time=0.2)
+        wall = time.perf_counter() - tik
+        assert m.runs >= 10 and m.iqr > 0, m
+        assert wall < 0.6, f"{m}: took {wall:.2f} s for min_run_time=0.2"
