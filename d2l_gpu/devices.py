@@ -19,18 +19,6 @@ import torch
 
 ENV_VAR = "D2L_DEVICE"
 
-__all__ = [
-    "ENV_VAR",
-    "accelerator_type",
-    "available_devices",
-    "cpu",
-    "gpu",
-    "num_gpus",
-    "synchronize",
-    "try_all_gpus",
-    "try_gpu",
-]
-
 _CPU = torch.device("cpu")
 
 
@@ -164,7 +152,24 @@ def synchronize(device: torch.device | str | None = None) -> None:
 
     Accelerators run asynchronously: a kernel launch returns at once, so a clock
     read without this measures only the launch. ``None`` waits for every GPU
-    the helpers offer (``try_all_gpus()``), which is nothing on a CPU-only run.
+    the helpers offer (``try_all_gpus()``) that this process has used: nothing
+    on a CPU-only run.
     """
-    for target in _devices_to_wait_for(device):
-        torch.accelerator.synchronize(target)
+    _wait(_devices_to_wait_for(device))
+
+
+# torch has no public per-device query for this; the binding (METH_O, an index)
+# asks the driver whether this process has a context on a CUDA or ROCm device,
+# without creating one. Absent from CPU builds.
+_cuda_has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
+
+
+def _wait(devices: tuple[torch.device, ...]) -> None:
+    for device in devices:
+        # A GPU this process never used has nothing queued; waiting on it would
+        # create a context (memory, and an error if another process holds the
+        # card in exclusive mode), so it is skipped.
+        if device.type == "cuda" and device.index is not None and _cuda_has_context:
+            if not _cuda_has_context(device.index):
+                continue
+        torch.accelerator.synchronize(device)

@@ -13,8 +13,6 @@ import torch
 
 from .devices import ENV_VAR, available_devices, try_all_gpus
 
-__all__ = ["DeviceInfo", "device_info", "device_report", "software_versions"]
-
 
 @dataclass(frozen=True)
 class DeviceInfo:

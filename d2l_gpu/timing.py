@@ -20,17 +20,9 @@ from typing import Any
 
 import torch
 
-from .devices import _devices_to_wait_for
-
-__all__ = ["Benchmark", "Measurement", "Timer", "benchmark"]
-
+from .devices import _devices_to_wait_for, _wait
 
 _clock = time.perf_counter
-
-
-def _wait(devices: tuple[torch.device, ...]) -> None:
-    for device in devices:
-        torch.accelerator.synchronize(device)
 
 
 class Timer:

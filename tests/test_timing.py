@@ -1,6 +1,8 @@
 """Timers and benchmark(): the book's interface, real waits for the right device."""
 
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -72,6 +74,15 @@ def test_default_clocks_wait_for_the_devices_the_helpers_offer(monkeypatch, over
     waits.clear()
     d2l_gpu.benchmark(lambda: None, min_run_time=0.01, warmup=0)
     assert set(waits) == set(expected)
+
+
+def test_default_clocks_skip_a_gpu_this_process_never_used(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 3)
+    monkeypatch.setattr(devices, "_cuda_has_context", lambda index: index != 1)
+    waits = record_waits(monkeypatch)
+    d2l_gpu.Timer().stop()
+    d2l_gpu.synchronize()
+    assert waits == [CUDA0, torch.device("cuda", 2)] * 3
 
 
 def test_timer_without_device_on_simulated_mps_waits_for_it(monkeypatch):
@@ -221,3 +232,16 @@ def test_benchmark_on_the_gpu_has_many_runs_and_takes_about_min_run_time():
         wall = time.perf_counter() - tik
         assert m.runs >= 10 and m.iqr > 0, m
         assert wall < 0.6, f"{m}: took {wall:.2f} s for min_run_time=0.2"
+
+
+@pytest.mark.gpu
+def test_default_timer_leaves_an_unused_gpu_untouched():
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two CUDA GPUs")
+    code = (
+        "import torch, d2l_gpu; x = torch.ones(8, device='cuda:0'); "
+        "t = d2l_gpu.Timer(); (x * 2).sum(); t.stop(); "
+        "print(torch._C._cuda_hasPrimaryContext(0), torch._C._cuda_hasPrimaryContext(1))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
