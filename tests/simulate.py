@@ -22,6 +22,8 @@ def simulate_machine(monkeypatch: pytest.MonkeyPatch, kind: str | None, count: i
         torch.accelerator, "current_accelerator", lambda check_available=False: current
     )
     monkeypatch.setattr(torch.accelerator, "device_count", lambda: count if available else 0)
+    # On a real CUDA machine the driver would be asked about devices that may not exist.
+    monkeypatch.setattr(devices, "_cuda_has_context", None)
     devices._visible_gpus.cache_clear()
 
 
