@@ -51,10 +51,11 @@ def available_devices() -> list[torch.device]:
     return [_CPU, *_hardware_gpus()]
 
 
-def _parse(value: str) -> tuple[torch.device, ...]:
+def _parse(value: str, source: str) -> tuple[torch.device, ...]:
     """The accelerators a device string names: none for ``cpu``, all for ``cuda``.
 
-    The one parser for device strings, so ``cuda`` means the same everywhere.
+    The one parser for device strings (``D2L_DEVICE`` and the clocks' ``device``),
+    so ``cuda`` means the same everywhere. ``source`` names the value in errors.
     """
     try:
         requested: torch.device | None = torch.device(value.strip().lower())
@@ -71,15 +72,15 @@ def _parse(value: str) -> tuple[torch.device, ...]:
     valid = ", ".join(repr(str(d)) for d in [_CPU, *gpus])
     every = f" (or {gpus[0].type!r} for all {len(gpus)})" if gpus else ""
     raise ValueError(
-        f"{ENV_VAR}={value!r} is not a device this machine has; valid values here: {valid}{every}"
+        f"{source}={value!r} is not a device this machine has; valid values here: {valid}{every}"
     )
 
 
-@functools.lru_cache(maxsize=8)
-def _visible_gpus(override: str | None) -> tuple[torch.device, ...]:
-    # Cached per override value: device counts are fixed once a process starts,
-    # and try_gpu() sits in loops where a fresh query each call would show.
-    return _parse(override) if override else tuple(_hardware_gpus())
+@functools.lru_cache(maxsize=16)
+def _visible_gpus(value: str | None, source: str = ENV_VAR) -> tuple[torch.device, ...]:
+    # Cached per value: device counts are fixed once a process starts, and
+    # try_gpu() sits in loops where a fresh query each call would show.
+    return _parse(value, source) if value else tuple(_hardware_gpus())
 
 
 def _gpus() -> tuple[torch.device, ...]:
@@ -128,23 +129,12 @@ def try_all_gpus() -> list[torch.device]:
 
 
 def _devices_to_wait_for(device: torch.device | str | None) -> tuple[torch.device, ...]:
-    """What a clock must wait for: ``device``, or by default every GPU the helpers offer.
+    """What a clock must wait for: ``device`` (``cuda``: every CUDA GPU), or by
+    default every GPU the helpers offer; nothing for the CPU.
 
-    Nothing for the CPU, so a run with ``D2L_DEVICE=cpu`` never touches a GPU.
+    So a run with ``D2L_DEVICE=cpu`` never touches a GPU.
     """
-    if device is None:
-        return _gpus()
-    device = torch.device(device)
-    if device.type in ("cpu", "meta"):
-        return ()
-    kind = torch.accelerator.current_accelerator(check_available=True)
-    if kind is None or device.type != kind.type:
-        have = f"a {kind.type} accelerator" if kind else "no accelerator"
-        raise ValueError(
-            f"cannot wait for {str(device)!r}: this machine has {have}; "
-            f"pass 'cpu', None (the helpers' devices) or a device of that accelerator"
-        )
-    return (device,)
+    return _gpus() if device is None else _visible_gpus(str(device), "device")
 
 
 def synchronize(device: torch.device | str | None = None) -> None:

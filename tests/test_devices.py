@@ -134,17 +134,27 @@ def test_integer_like_indices_are_accepted(monkeypatch):
     assert d2l_gpu.try_gpu(_IndexLike()) == torch.device("cuda", 1)
 
 
-def test_synchronize_is_a_no_op_on_cpu_and_meta():
-    d2l_gpu.synchronize("cpu")
-    d2l_gpu.synchronize(torch.device("meta"))
-
-
-def test_synchronize_with_no_device_waits_for_every_gpu_the_helpers_offer(monkeypatch):
+def test_synchronize_is_a_no_op_on_the_cpu(monkeypatch):
     simulate_machine(monkeypatch, "cuda", 2)
     waits = record_waits(monkeypatch)
+    d2l_gpu.synchronize("cpu")
+    d2l_gpu.synchronize(torch.device("cpu"))
+    assert waits == []
+
+
+def test_synchronize_waits_for_the_devices_a_string_names_as_d2l_device_does(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 2)
+    waits = record_waits(monkeypatch)
+    cuda0, cuda1 = torch.device("cuda", 0), torch.device("cuda", 1)
     d2l_gpu.synchronize()
+    assert waits == [cuda0, cuda1]
+    waits.clear()
     d2l_gpu.synchronize("cuda:1")
-    assert waits == [torch.device("cuda", 0), torch.device("cuda", 1), torch.device("cuda", 1)]
+    d2l_gpu.synchronize(cuda1)
+    assert waits == [cuda1, cuda1]
+    waits.clear()
+    d2l_gpu.synchronize("cuda")
+    assert waits == [cuda0, cuda1]
 
 
 @pytest.mark.parametrize(
@@ -163,7 +173,7 @@ def test_synchronize_on_simulated_mps_waits_for_the_mps_device(monkeypatch):
     waits = record_waits(monkeypatch)
     d2l_gpu.synchronize("mps")
     d2l_gpu.synchronize()
-    assert waits == [torch.device("mps"), torch.device("mps", 0)]
+    assert waits == [torch.device("mps", 0)] * 2
 
 
 def test_synchronize_without_accelerator_and_no_device_returns(monkeypatch):
@@ -174,12 +184,18 @@ def test_synchronize_without_accelerator_and_no_device_returns(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("kind", "device", "have"),
-    [(None, "cuda:0", "no accelerator"), ("mps", "cuda", "a mps accelerator")],
+    ("kind", "device", "valid"),
+    [
+        (None, "cuda:0", "'cpu'$"),
+        ("mps", "cuda", r"'cpu', 'mps:0' \(or 'mps' for all 1\)"),
+        ("cuda", "cuda:2", "'cpu', 'cuda:0', 'cuda:1'"),
+        ("cuda", "meta", "'cpu', 'cuda:0', 'cuda:1'"),
+    ],
 )
-def test_synchronize_a_device_this_machine_lacks_says_what_it_has(monkeypatch, kind, device, have):
-    simulate_machine(monkeypatch, kind, 1)
-    with pytest.raises(ValueError, match=rf"cannot wait for '{device}': this machine has {have}"):
+def test_synchronize_a_device_this_machine_lacks_says_what_it_has(monkeypatch, kind, device, valid):
+    simulate_machine(monkeypatch, kind, 1 if kind == "mps" else 2)
+    message = rf"device='{device}' is not a device this machine has; valid values here: {valid}"
+    with pytest.raises(ValueError, match=message):
         d2l_gpu.synchronize(device)
 
 
