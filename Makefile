@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LAB_PORT ?= 8888
-NOTEBOOK_SOURCES := $(wildcard notebooks/*/*.py)
+NOTEBOOK_SOURCES := $(wildcard notebooks/en/*.py notebooks/zh/*.py)
 NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 \
          --nbval-sanitize-with tests/nbval-sanitize.cfg -p no:cacheprovider
 
