@@ -71,25 +71,18 @@ def nccl_problems(identities: Sequence[str]) -> list[str]:
     nccl needs a CUDA device on every rank and a different one on each: it
     refuses two ranks on one GPU ("Duplicate GPU detected").
     """
-    no_gpu = [r for r, identity in enumerate(identities) if not identity.startswith("cuda ")]
     ranks_of: dict[str, list[int]] = {}
     for r, identity in enumerate(identities):
-        if identity.startswith("cuda "):
-            ranks_of.setdefault(identity, []).append(r)
+        ranks_of.setdefault(identity, []).append(r)
     problems = []
-    if no_gpu:
-        who = f"rank {no_gpu[0]} has" if len(no_gpu) == 1 else f"ranks {_listed(no_gpu)} have"
-        problems.append(f"{who} no CUDA device")
-    problems += [
-        f"ranks {_listed(ranks)} share one GPU ({gpu.removeprefix('cuda ')})"
-        for gpu, ranks in ranks_of.items()
-        if len(ranks) > 1
-    ]
+    for identity, ranks in ranks_of.items():
+        listed = ", ".join(map(str, ranks))
+        if not identity.startswith("cuda "):
+            who = f"rank {listed} has" if len(ranks) == 1 else f"ranks {listed} have"
+            problems.append(f"{who} no CUDA device")
+        elif len(ranks) > 1:
+            problems.append(f"ranks {listed} share one GPU ({identity.removeprefix('cuda ')})")
     return problems
-
-
-def _listed(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks))
 
 
 def _check_backend(requested: str) -> None:

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,22 @@ def test_process_group_joins_on_its_device_and_always_leaves(monkeypatch):
         dist.all_reduce(x, group=me.group)
         assert x.tolist() == [1.0, 1.0, 1.0]
         raise KeyError("a rank that raises still leaves the group")
+    assert not dist.is_initialized()
+
+
+def test_process_group_makes_a_nccl_group_bound_to_the_device_when_nccl_suits(monkeypatch):
+    """The nccl wiring, simulated: a real one-rank gloo group, a pretend GPU of its own."""
+    for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    monkeypatch.setattr(distributed, "rank_device", lambda local: torch.device("cpu"))
+    monkeypatch.setattr(distributed, "device_identity", lambda device: "cuda GPU-a")
+    calls = []
+    monkeypatch.setattr(dist, "new_group", lambda **kwargs: calls.append(kwargs) or "nccl group")
+    with distributed.process_group(timeout=10) as me:
+        assert (me.backend, me.group, me.why_not_nccl) == ("nccl", "nccl group", ())
+    assert calls == [{"backend": "nccl", "timeout": timedelta(seconds=10), "device_id": me.device}]
     assert not dist.is_initialized()
 
 

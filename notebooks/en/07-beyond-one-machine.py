@@ -111,7 +111,7 @@ examples = {
 }
 for case, identities in examples.items():
     why = "; ".join(distributed.nccl_problems(identities))
-    print(f"{case:<24} -> {distributed.choose_backend(identities)}", f"({why})" if why else "")
+    print(f"{case:<24} -> {distributed.choose_backend(identities)}" + (f" ({why})" if why else ""))
 
 # %% [markdown]
 # Asking for `nccl` where it cannot work is refused before any data moves,

@@ -105,7 +105,7 @@ examples = {
 }
 for case, identities in examples.items():
     why = "; ".join(distributed.nccl_problems(identities))
-    print(f"{case:<24} -> {distributed.choose_backend(identities)}", f"({why})" if why else "")
+    print(f"{case:<24} -> {distributed.choose_backend(identities)}" + (f" ({why})" if why else ""))
 
 # %% [markdown]
 # 在 `nccl` 行不通的地方要求用它，会在任何数据移动之前被拒绝，
