@@ -228,7 +228,7 @@ norms_a = torch.tensor(log_with_item())
 norms_b, norms_c = log_on_device(), log_batched()
 print("norms logged:", len(norms_a), len(norms_b), len(norms_c))
 print("(b) equals (a) exactly:", torch.equal(norms_b, norms_a))
-print("(c) equals (a) to 1e-5 (relative):", torch.allclose(norms_c, norms_a, rtol=1e-5))
+print("(c) equals (a) to 1e-4 (relative):", torch.allclose(norms_c, norms_a, rtol=1e-4))
 
 # %% tags=["nbval-ignore-output"]
 methods = {
