@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LAB_PORT ?= 8888
-NOTEBOOK_SOURCES := $(wildcard notebooks/*/*.py)
+NOTEBOOK_SOURCES := $(wildcard notebooks/en/*.py notebooks/zh/*.py)
 # gpu-check needs only a Python with torch: the venv when there is one, else $(PYTHON).
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 GPU_REPORT ?= build/gpu-check

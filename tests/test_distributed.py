@@ -1,4 +1,4 @@
-"""The torchrun demo: real 2-process and 2-node jobs on gloo over 127.0.0.1, plus the pure logic."""
+"""d2l_gpu.distributed and the torchrun demo: real gloo jobs on 127.0.0.1, simulated GPU choices."""
 
 from __future__ import annotations
 
@@ -8,20 +8,24 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import torch
+import torch.distributed as dist
 
 from d2l_gpu import distributed
+from tests.simulate import simulate_machine
 
-# A hung job fails the test after this many seconds instead of stalling CI.
-JOB_TIMEOUT = 60
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "notebooks" / "scripts" / "all_reduce_demo.py"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-DEMO = ["-m", "d2l_gpu.distributed", "--timeout", "20"]
-FAST = ["--sizes", "8", "--repeats", "3", "--min-run-time", "0.01"]
-RESULT = re.compile(r"^rank (\d+)/(\d+): all_reduce\(sum\) = \[([^\]]*)\], expected", re.M)
-DEVICE = re.compile(r"^rank (\d+)/(\d+): local rank (\d+), device (\S+), backend (\w+)$", re.M)
+FAST = ["--timeout", "20", "--sizes", "8", "--repeats", "3"]
+# A hung job fails its test after this many seconds instead of stalling CI.
+JOB_TIMEOUT = 60
+DEVICE_LINE = re.compile(r"^rank (\d+)/(\d+): local rank (\d+), device (\S+), backend (\w+)", re.M)
+SUM_LINE = re.compile(r"^rank (\d+)/\d+: all_reduce\(sum\) = \[([^\]]*)\], checked$", re.M)
 
 
 def _free_port() -> int:
@@ -30,19 +34,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _env() -> dict[str, str]:
-    """This environment without torchrun's variables, as a reader's shell would be."""
-    drop = {*distributed._ENV_KEYS, "LOCAL_WORLD_SIZE", "GROUP_RANK"}
-    return {
-        k: v for k, v in os.environ.items() if k not in drop and not k.startswith("TORCHELASTIC_")
+TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """This environment as a reader's shell has it (no torchrun variables), plus ``extra``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in TORCHRUN_VARS and not k.startswith(("MASTER_", "TORCHELASTIC_"))
     }
+    return {**env, **extra}
 
 
-def _start(args: list[str]) -> subprocess.Popen:
+def _start(args: list[str], **env: str) -> subprocess.Popen:
     # A session of its own, so a timeout can stop torchrun and the workers it started.
     return subprocess.Popen(
         args,
-        env=_env(),
+        env=_env(**env),
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -60,8 +70,8 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
-def _results(out: str) -> dict[int, list[float]]:
-    return {int(r): [float(v) for v in vals.split(",")] for r, _, vals in RESULT.findall(out)}
+def _sums(out: str) -> dict[int, list[float]]:
+    return {int(r): [float(v) for v in vals.split(",")] for r, vals in SUM_LINE.findall(out)}
 
 
 def _expected(world_size: int) -> list[float]:
@@ -69,171 +79,217 @@ def _expected(world_size: int) -> list[float]:
     return [i * sum(r + 1 for r in range(world_size)) for i in (1.0, 2.0, 3.0, 4.0)]
 
 
-def test_two_processes_on_gloo_reduce_the_right_values_within_30_s():
-    start = time.perf_counter()
-    rc, out, err = _finish(
-        _start([*TORCHRUN, "--nproc-per-node", "2", *DEMO, "--backend", "gloo", *FAST])
-    )
-    elapsed = time.perf_counter() - start
+def _two_nodes(**env: str) -> list[tuple[int, str, str]]:
+    """Two torchrun launches of one process each, meeting on 127.0.0.1: a two-node job."""
+    rdzv = f"--rdzv-backend c10d --rdzv-id two-nodes --rdzv-endpoint 127.0.0.1:{_free_port()}"
+    args = [*TORCHRUN, "--nnodes", "2", "--nproc-per-node", "1", *rdzv.split()]
+    jobs = [_start([*args, "--local-addr", "127.0.0.1", str(DEMO), *FAST], **env) for _ in (0, 1)]
+    return [_finish(job) for job in jobs]
+
+
+def test_two_processes_on_gloo_sum_correctly_and_rank_0_times_them():
+    job = _start([*TORCHRUN, "--nproc-per-node", "2", str(DEMO), "--backend", "gloo", *FAST])
+    rc, out, err = _finish(job)
     assert rc == 0, err
-    assert _results(out) == {0: _expected(2), 1: _expected(2)}
-    ranks = {(int(r), int(w), int(lr), dev, be) for r, w, lr, dev, be in DEVICE.findall(out)}
-    assert ranks == {(0, 2, 0, "cpu", "gloo"), (1, 2, 1, "cpu", "gloo")}
-    assert re.search(r"^\s+8\s+256 B\s+all_reduce\s+[\d,.]+ us", out, re.M), out
-    assert elapsed <= 30, f"the 2-process job took {elapsed:.1f} s"
+    assert _sums(out) == {0: _expected(2), 1: _expected(2)}
+    found = {(int(r), int(w), int(lr), d, b) for r, w, lr, d, b in DEVICE_LINE.findall(out)}
+    on_gpu = torch.cuda.is_available()
+    assert {(r, w, lr, b) for r, w, lr, _, b in found} == {(0, 2, 0, "gloo"), (1, 2, 1, "gloo")}
+    assert all(d.startswith("cuda") == on_gpu for *_, d, _ in found), found
+    assert re.search(
+        r"^n = 8 \(256 bytes\):\n  all_reduce: .* median, IQR .*, 3 runs x 1$", out, re.M
+    )
+    assert re.search(r"all_reduce takes [\d,.]+x the time of x \+ y", out), out
 
 
-def test_two_nodes_on_loopback_form_one_job():
-    port = _free_port()
-    jobs = [
-        _start(
-            [
-                *TORCHRUN,
-                "--nnodes",
-                "2",
-                "--node-rank",
-                str(node),
-                "--nproc-per-node",
-                "1",
-                "--rdzv-backend",
-                "c10d",
-                "--rdzv-id",
-                "loopback",
-                "--local-addr",
-                "127.0.0.1",
-                "--rdzv-endpoint",
-                f"127.0.0.1:{port}",
-                *DEMO,
-                *FAST,
-            ]
-        )
-        for node in (0, 1)
-    ]
-    finished = [_finish(job) for job in jobs]
+def test_two_nodes_on_loopback_form_one_job_on_the_cpu():
+    finished = _two_nodes(D2L_DEVICE="cpu")
     for rc, _, err in finished:
         assert rc == 0, err
-    # c10d numbers the nodes in the order they join, so either node may hold rank 0.
-    per_node = [_results(out) for _, out, _ in finished]
-    assert all(len(r) == 1 for r in per_node), per_node
+    # c10d numbers the nodes in the order they join, so either launch may hold rank 0.
+    per_node = [_sums(out) for _, out, _ in finished]
+    assert all(len(sums) == 1 for sums in per_node), per_node
     assert per_node[0] | per_node[1] == {0: _expected(2), 1: _expected(2)}
-    assert all(lr == "0" for _, out, _ in finished for _, _, lr, _, _ in DEVICE.findall(out))
+    lines = [line for _, out, _ in finished for line in DEVICE_LINE.findall(out)]
+    assert sorted((lr, d, b) for _, _, lr, d, b in lines) == [("0", "cpu", "gloo")] * 2
 
 
-def test_a_failing_rank_fails_the_job_fast_with_its_error_shown():
-    start = time.perf_counter()
-    rc, out, err = _finish(_start([*TORCHRUN, "--nproc-per-node", "2", *DEMO, "--fail-rank", "1"]))
+def test_a_failing_rank_fails_the_job_with_its_error_shown():
+    job = _start([*TORCHRUN, "--nproc-per-node", "2", str(DEMO), *FAST, "--fail-rank", "1"])
+    rc, out, err = _finish(job)
     assert rc != 0
     assert "RuntimeError: rank 1 failed on purpose (--fail-rank 1)" in err
-    assert "all_reduce(sum)" not in out  # nobody reached the collective's result
-    assert time.perf_counter() - start < 30
+    assert "all_reduce(sum)" not in out
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks nccl where no rank has CUDA")
-def test_nccl_without_gpus_stops_every_rank_with_a_clear_error():
-    rc, _, err = _finish(_start([*TORCHRUN, "--nproc-per-node", "2", *DEMO, "--backend", "nccl"]))
+def test_nccl_where_ranks_have_no_gpu_stops_every_rank_with_a_clear_error():
+    job = _start(
+        [*TORCHRUN, "--nproc-per-node", "2", str(DEMO), "--backend", "nccl"], D2L_DEVICE="cpu"
+    )
+    rc, _, err = _finish(job)
     assert rc != 0
-    assert "backend 'nccl' needs a CUDA device on every rank" in err
-    assert "accepted here: 'gloo' or 'auto'" in err
+    assert "backend 'nccl' needs a CUDA device of its own on every rank" in err
+    assert "ranks 0, 1 have no CUDA device; accepted here: 'gloo' or 'auto'" in err
+
+
+def test_outside_torchrun_the_demo_says_how_to_launch_it_and_exits_2():
+    proc = subprocess.run(
+        [sys.executable, str(DEMO)], env=_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT
+    )
+    assert proc.returncode == 2
+    assert f"torchrun --nproc-per-node 2 {DEMO}" in proc.stderr
+    assert "--rdzv-backend c10d" in proc.stderr and proc.stdout == ""
+
+
+def test_process_group_joins_on_its_device_and_always_leaves(monkeypatch):
+    """A one-rank job in this process, set up as torchrun would."""
+    monkeypatch.setenv("D2L_DEVICE", "cpu")
+    for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    with pytest.raises(KeyError), distributed.process_group(timeout=10) as me:
+        assert (me.rank, me.world_size, me.local_rank) == (0, 1, 0)
+        assert (me.device, me.backend) == (torch.device("cpu"), "gloo")
+        assert me.why_not_nccl == ("rank 0 has no CUDA device",)
+        x = torch.ones(3)
+        dist.all_reduce(x, group=me.group)
+        assert x.tolist() == [1.0, 1.0, 1.0]
+        raise KeyError("a rank that raises still leaves the group")
+    assert not dist.is_initialized()
+
+
+def test_process_group_makes_a_nccl_group_bound_to_the_device_when_nccl_suits(monkeypatch):
+    """The nccl wiring, simulated: a real one-rank gloo group, a pretend GPU of its own."""
+    for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    monkeypatch.setattr(distributed, "rank_device", lambda local: torch.device("cpu"))
+    monkeypatch.setattr(distributed, "device_identity", lambda device: "cuda GPU-a")
+    calls = []
+    monkeypatch.setattr(dist, "new_group", lambda **kwargs: calls.append(kwargs) or "nccl group")
+    with distributed.process_group(timeout=10) as me:
+        assert (me.backend, me.group, me.why_not_nccl) == ("nccl", "nccl group", ())
+    assert calls == [{"backend": "nccl", "timeout": timedelta(seconds=10), "device_id": me.device}]
+    assert not dist.is_initialized()
+
+
+def test_process_group_refuses_to_start_outside_torchrun_or_with_an_unknown_backend(monkeypatch):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    with pytest.raises(RuntimeError, match="LOCAL_RANK, which is missing.*torchrun"):
+        distributed.process_group().__enter__()
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    with pytest.raises(ValueError, match=r"'mpi'; accepted: 'auto', 'gloo', 'nccl'"):
+        distributed.process_group("mpi").__enter__()
+    assert not dist.is_initialized()
+
+
+def test_local_rank_reads_torchrun_variable():
+    assert distributed.local_rank({}) is None
+    assert distributed.local_rank({"LOCAL_RANK": "3"}) == 3
+    with pytest.raises(ValueError, match="LOCAL_RANK must be an integer >= 0, got 'one'"):
+        distributed.local_rank({"LOCAL_RANK": "one"})
+
+
+@pytest.mark.parametrize(
+    ("kind", "count", "local", "expected"),
+    [
+        ("cuda", 4, 1, "cuda:1"),  # one GPU per rank, by LOCAL_RANK
+        ("cuda", 1, 1, "cuda:0"),  # the launcher left each rank one GPU (CUDA_VISIBLE_DEVICES)
+        ("cuda", 2, 3, "cuda:1"),  # more ranks than GPUs: taken in turn, shared
+        (None, 0, 1, "cpu"),
+        ("mps", 1, 0, "cpu"),  # gloo and nccl cannot read MPS tensors
+    ],
+)
+def test_rank_device_on_a_simulated_machine(monkeypatch, kind, count, local, expected):
+    simulate_machine(monkeypatch, kind, count)
+    assert distributed.rank_device(local) == torch.device(expected)
+
+
+def test_rank_device_obeys_d2l_device(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 2)
+    monkeypatch.setenv("D2L_DEVICE", "cpu")
+    assert distributed.rank_device(1) == torch.device("cpu")
+
+
+def _simulated_job(monkeypatch, ranks: list[tuple[int, list[str]]]) -> list[str]:
+    """Each rank's device identity, for ranks given as (LOCAL_RANK, UUIDs of the GPUs it sees)."""
+    identities = []
+    for local, uuids in ranks:
+        simulate_machine(monkeypatch, "cuda" if uuids else None, len(uuids))
+
+        def properties(device, uuids=uuids):
+            return type("Props", (), {"uuid": uuids[torch.device(device).index]})
+
+        monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
+        identities.append(distributed.device_identity(distributed.rank_device(local)))
+    return identities
+
+
+def test_two_launches_on_one_gpu_machine_share_the_gpu_and_use_gloo(monkeypatch):
+    # Two torchrun launches on 127.0.0.1: both ranks have LOCAL_RANK 0 and see the same GPU.
+    identities = _simulated_job(monkeypatch, [(0, ["GPU-a"]), (0, ["GPU-a"])])
+    assert identities == ["cuda GPU-a", "cuda GPU-a"]
+    assert distributed.choose_backend(identities) == "gloo"
+    assert distributed.nccl_problems(identities) == ["ranks 0, 1 share one GPU (GPU-a)"]
+    with pytest.raises(RuntimeError, match=r"ranks 0, 1 share one GPU \(GPU-a\); accepted here"):
+        distributed.choose_backend(identities, "nccl")
+
+
+def test_more_processes_than_gpus_share_them_and_use_gloo(monkeypatch):
+    gpus = ["GPU-a", "GPU-b"]
+    identities = _simulated_job(monkeypatch, [(r, gpus) for r in range(3)])
+    assert distributed.nccl_problems(identities) == ["ranks 0, 2 share one GPU (GPU-a)"]
+    assert distributed.choose_backend(identities) == "gloo"
+
+
+def test_one_gpu_per_rank_uses_nccl_also_when_each_rank_sees_only_its_own(monkeypatch):
+    per_rank_visible = _simulated_job(monkeypatch, [(0, ["GPU-a"]), (1, ["GPU-b"])])
+    all_visible = _simulated_job(monkeypatch, [(0, ["GPU-a", "GPU-b"]), (1, ["GPU-a", "GPU-b"])])
+    assert per_rank_visible == all_visible == ["cuda GPU-a", "cuda GPU-b"]
+    assert distributed.choose_backend(all_visible) == "nccl"
+    assert distributed.choose_backend(all_visible, "gloo") == "gloo"
+
+
+@pytest.mark.parametrize(
+    ("identities", "requested", "backend"),
+    [
+        (["cuda GPU-a", "cuda GPU-b"], "auto", "nccl"),
+        (["cuda GPU-a", "cpu"], "auto", "gloo"),
+        (["cpu", "cpu"], "gloo", "gloo"),
+        (["cuda GPU-a"], "nccl", "nccl"),
+    ],
+)
+def test_choose_backend(identities, requested, backend):
+    assert distributed.choose_backend(identities, requested) == backend
+
+
+def test_choose_backend_explains_what_it_refuses():
+    with pytest.raises(RuntimeError, match=r"but rank 1 has no CUDA device; accepted here"):
+        distributed.choose_backend(["cuda GPU-a", "cpu"], "nccl")
+    with pytest.raises(ValueError, match=r"'mpi'; accepted: 'auto', 'gloo', 'nccl'"):
+        distributed.choose_backend(["cpu"], "mpi")
+    with pytest.raises(ValueError, match="at least one rank"):
+        distributed.choose_backend([])
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="nccl needs CUDA")
-def test_nccl_on_every_gpu():
-    world = min(torch.cuda.device_count(), 2)
-    rc, out, err = _finish(_start([*TORCHRUN, "--nproc-per-node", str(world), *DEMO, *FAST]))
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_nccl_on_two_gpus():
+    rc, out, err = _finish(_start([*TORCHRUN, "--nproc-per-node", "2", str(DEMO), *FAST]))
     assert rc == 0, err
-    assert _results(out) == {r: _expected(world) for r in range(world)}
-    found = {(int(r), dev, be) for r, _, _, dev, be in DEVICE.findall(out)}
-    assert found == {(r, f"cuda:{r}", "nccl") for r in range(world)}
+    assert _sums(out) == {0: _expected(2), 1: _expected(2)}
+    found = {(int(r), d, b) for r, _, _, d, b in DEVICE_LINE.findall(out)}
+    assert found == {(0, "cuda:0", "nccl"), (1, "cuda:1", "nccl")}
 
 
-def test_outside_torchrun_it_says_how_to_launch(monkeypatch, capsys):
-    for key in distributed._ENV_KEYS:
-        monkeypatch.delenv(key, raising=False)
-    assert distributed.main([]) == 2
-    err = capsys.readouterr().err
-    assert "torchrun --nproc-per-node 2 -m d2l_gpu.distributed" in err
-    assert "--nnodes 2 --node-rank 0" in err and "--rdzv-endpoint" in err
-
-
-def test_outside_torchrun_as_a_script_exits_non_zero():
-    proc = subprocess.run(
-        [sys.executable, "-m", "d2l_gpu.distributed"],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=JOB_TIMEOUT,
-    )
-    assert proc.returncode == 2
-    assert "must be started by torchrun" in proc.stderr
-
-
-@pytest.mark.parametrize(
-    ("types", "requested", "backend"),
-    [
-        (["cuda", "cuda"], None, "nccl"),
-        (["cuda", "cuda"], "auto", "nccl"),
-        (["cuda", "cpu"], None, "gloo"),
-        (["cpu"], "auto", "gloo"),
-        (["cuda", "cuda"], "gloo", "gloo"),
-        (["cpu", "cpu"], "gloo", "gloo"),
-        (["cuda"], "nccl", "nccl"),
-    ],
-)
-def test_choose_backend(types, requested, backend):
-    assert distributed.choose_backend(types, requested) == backend
-
-
-def test_nccl_without_a_gpu_on_some_rank_names_it_and_the_alternatives():
-    with pytest.raises(RuntimeError, match=r"rank 1 \(cpu\).*accepted here: 'gloo' or 'auto'"):
-        distributed.choose_backend(["cuda", "cpu"], "nccl")
-
-
-def test_unknown_backend_lists_the_accepted_ones():
-    with pytest.raises(ValueError, match=r"'mpi'.*'auto', 'gloo', 'nccl'"):
-        distributed.choose_backend(["cpu"], "mpi")
-    with pytest.raises(ValueError, match="at least one rank"):
-        distributed.choose_backend([], None)
-
-
-TORCHRUN_ENV = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1"}
-
-
-def test_rank_env_reads_torchrun_variables():
-    assert distributed.rank_env({}) is None
-    env = {**TORCHRUN_ENV, "MASTER_PORT": "29500"}
-    assert distributed.rank_env(env) == distributed.RankEnv(rank=1, world_size=2, local_rank=1)
-    with pytest.raises(RuntimeError, match="MASTER_PORT is not.*torchrun"):
-        distributed.rank_env(TORCHRUN_ENV)
-    with pytest.raises(ValueError, match="WORLD_SIZE must be an integer, got 'two'"):
-        distributed.rank_env({**env, "WORLD_SIZE": "two"})
-    with pytest.raises(ValueError, match="RANK=2, WORLD_SIZE=2"):
-        distributed.rank_env({**env, "RANK": "2"})
-
-
-def test_rank_device_is_the_local_rank_th_gpu_or_the_cpu(monkeypatch):
-    monkeypatch.setattr(distributed, "try_gpu", lambda i: torch.device("cuda", i))
-    assert distributed.rank_device(1) == torch.device("cuda", 1)
-    # gloo and nccl cannot move MPS tensors: such a rank computes on the CPU.
-    monkeypatch.setattr(distributed, "try_gpu", lambda i: torch.device("mps", 0))
-    assert distributed.rank_device(0) == torch.device("cpu")
-
-
-def test_rank_device_on_this_machine_matches_try_gpu():
-    expected = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
-    assert distributed.rank_device(0) == expected
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--fail-rank", "2"], r"--fail-rank takes a rank in 0\.\.1, got 2"),
-        (["--sizes", "0"], r"--sizes takes matrix sides >= 1"),
-        (["--repeats", "1"], r"--repeats must be >= 2"),
-    ],
-)
-def test_bad_options_are_refused_before_joining(monkeypatch, argv, message):
-    for key, value in {**TORCHRUN_ENV, "MASTER_PORT": str(_free_port())}.items():
-        monkeypatch.setenv(key, value)
-    with pytest.raises(ValueError, match=message):
-        distributed.main(argv)
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_two_launches_on_one_gpu_use_gloo_instead_of_failing():
+    finished = _two_nodes(CUDA_VISIBLE_DEVICES="0")
+    for rc, _, err in finished:
+        assert rc == 0, err
+    lines = [line for _, out, _ in finished for line in DEVICE_LINE.findall(out)]
+    assert sorted((d, b) for *_, d, b in lines) == [("cuda:0", "gloo")] * 2
+    assert _sums(finished[0][1]) | _sums(finished[1][1]) == {0: _expected(2), 1: _expected(2)}

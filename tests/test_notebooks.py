@@ -16,8 +16,10 @@ from jupytext.config import load_jupytext_config
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 LANGUAGES = ("en", "zh")
+# notebooks/scripts/ holds programs the notebooks run (torchrun demos), not notebooks.
+LESSONS = [NOTEBOOKS / lang for lang in LANGUAGES]
 TOOL = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["d2l_gpu"]
-SOURCES = sorted(NOTEBOOKS.glob("*/*.py"))
+SOURCES = sorted(p for folder in LESSONS for p in folder.glob("*.py"))
 STORED = sorted(NOTEBOOKS.glob("*/*.ipynb"))
 NAMES = sorted({p.stem for p in SOURCES + STORED})
 

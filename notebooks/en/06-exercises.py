@@ -5,12 +5,12 @@
 #
 # **What you will learn**
 #
-# - how the speed of a matrix product grows with its size, on a CPU and on a GPU,
+# - how the time of a matrix product grows with its size on a CPU and on a GPU,
 #   and why a tiny product gains nothing from a GPU;
-# - how to save a model's parameters from a GPU and load them anywhere, safely;
+# - how to save a model's parameters on a GPU and load them anywhere, safely;
 # - what `.item()` in a loop really costs, and how to log without paying it;
 # - what running two products at once on two devices buys, and what one device
-#   or a CPU can and cannot tell us about that.
+#   or a CPU can and cannot tell us about it.
 #
 # **What you need**
 #
@@ -37,235 +37,346 @@ if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
 # %% [markdown]
-# The book leaves these exercises open. Here each one is a function in
-# `d2l_gpu.experiments` that measures and returns plain rows of numbers; this
-# notebook runs them, prints the tables and draws them. Every time comes from
-# `d2l_gpu.benchmark`: it waits for the device before reading the clock, warms
-# up, repeats, and reports the median with the interquartile range (IQR) as its
-# spread. The sizes are small on a CPU (`quick=True` keeps this notebook short)
-# and larger on a GPU.
+# The book leaves these exercises open; here each answer is a few cells of plain
+# PyTorch that you can change and run again. Every time comes from
+# `d2l_gpu.benchmark(fn, *args, device=...)`: it waits for the device before
+# reading the clock, warms up, calls `fn` in repeated blocks and returns a
+# `Measurement` whose `median` is the typical time per call and whose quartiles
+# `q1` and `q3` bound the middle half of the blocks. The plots draw the median
+# with an error bar from `q1` to `q3`.
 #
 # Your numbers will differ from the stored ones, and should: they describe your
-# machine. The stored outputs were made on a small shared two-core CPU. No GPU
-# figures are stored here; for a GPU run without Jupyter, use
-# `python -m d2l_gpu bench --json results.json --plot results.png` on that machine.
+# machine. The stored outputs come from a small shared CPU with two cores and no GPU.
 
 # %%
-import matplotlib.pyplot as plt
+import pickle
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from d2l_gpu import bench, experiments, plotting
+import matplotlib.pyplot as plt
+from torch import nn
+
+device = d2l_gpu.try_gpu()  # the first GPU, or the CPU when there is none
+
+
+def error_bars(measurements):
+    """The distances from each median down to q1 and up to q3, as plt.errorbar wants them."""
+    return [[m.median - m.q1 for m in measurements], [m.q3 - m.median for m in measurements]]
+
 
 # %% [markdown]
 # ## Exercise 1: large and small matrix products
 #
-# An n x n product takes about 2n³ floating-point operations, so dividing that by
-# the median time gives the rate in GFLOP/s. The sweep times PyTorch in float32
-# and bfloat16 on the CPU and, if there is one, on the first GPU; on the CPU it
-# also times NumPy on the same sizes. The "of best" column compares each rate
-# with the best one the same series reached: a measured peak, not a datasheet's.
-# With a GPU, a line under the table gives the size from which the GPU's float32
-# products beat the CPU's at that size and every larger one.
+# We time one n x n float32 product for a range of n, on the CPU and, if there is
+# one, on the GPU. The smallest, n = 4, is the "task with little computation":
+# 128 multiplications and additions. An n x n product takes about 2n³ floating-point
+# operations, so the median time also gives the rate in GFLOP/s.
 
 # %% tags=["nbval-ignore-output"]
-rows = experiments.matmul_sweep(quick=True)
-print(bench.format_matmul(rows, experiments.blas_libraries()))
+sizes = [4, 16, 64, 256, 512] if device.type == "cpu" else [4, 16, 64, 256, 1024, 2048]
+targets = [d2l_gpu.cpu()] if device.type == "cpu" else [d2l_gpu.cpu(), device]
+times = {}
+for target in targets:
+    for n in sizes:
+        x = torch.randn(n, n, device=target)
+        times[target, n] = d2l_gpu.benchmark(torch.mm, x, x, device=target, min_run_time=0.05)
 
-# %% [markdown]
-# The products that were timed on the CPU (the same on every machine):
-
-# %%
-print(sorted({(r.backend, r.dtype, r.n) for r in rows if r.device == "cpu"}))
+print(f"{'device':>8} {'n':>5} {'median':>12} {'middle half (q1 to q3)':>26} {'GFLOP/s':>9}")
+for (target, n), m in times.items():
+    spread = f"{m.q1 * 1e6:,.1f} to {m.q3 * 1e6:,.1f} us"
+    rate = 2 * n**3 / m.median / 1e9
+    print(f"{target!s:>8} {n:>5} {m.median * 1e6:>9,.1f} us {spread:>26} {rate:>9.2f}")
+if len(targets) == 2:
+    for n in sizes:
+        ratio = times[targets[0], n].median / times[targets[1], n].median
+        print(f"n = {n:>4}: the {targets[1].type} product is {ratio:,.2f}x as fast as the CPU's")
 
 # %% tags=["nbval-ignore-output"]
-plotting.plot_matmul(rows)
+fig, ax = plt.subplots(figsize=(6, 3.5))
+for target in targets:
+    ms = [times[target, n] for n in sizes]
+    medians = [m.median for m in ms]
+    ax.errorbar(sizes, medians, yerr=error_bars(ms), marker="o", capsize=3, label=str(target))
+ax.set(xscale="log", yscale="log", xlabel="n (log scale)", ylabel="seconds (log scale)")
+ax.set_title("One n x n product: median, bars from q1 to q3")
+ax.legend()
 plt.show()
 
 # %% [markdown]
-# **What the CPU shows.** The rate climbs with n. A 16 x 16 product is only about
-# 8,000 operations; the few microseconds that Python, the dispatcher and the call
-# into the BLAS library cost dwarf them, so the rate is tiny. From a few hundred
-# upwards the work per call outweighs the fixed cost and the rate levels off near
-# what the cores can do. PyTorch and NumPy land close together at large n
-# because neither multiplies matrices itself: each hands the product to a tuned
-# BLAS (the table names which; on this machine PyTorch uses Intel's MKL and NumPy
-# OpenBLAS). bfloat16 is far *slower* than float32 on a CPU without native
-# bfloat16 instructions (AVX512-BF16 or AMX): the numbers are converted and the
-# work is done in float32 anyway, so fewer sizes are timed.
+# **Reading the curve.** Both axes are logarithmic, so a straight line of slope 3
+# would mean the time grows as n³, as the arithmetic does. For small n the curve
+# is nearly flat instead: the product is so small that the fixed cost of every call
+# (Python, PyTorch's dispatcher, choosing and calling a BLAS routine) is most of
+# the time. Only for large n does the arithmetic dominate and the rate approach
+# what the hardware can do.
 #
-# If some sizes in your table take about 16 ms whatever their n, you are seeing
-# threads wake up, not arithmetic. Between two products PyTorch's OpenMP worker
-# threads go to sleep, and when the cores are shared with other work (on the
-# small shared machine that made the stored outputs, in some runs) waking one
-# can cost a whole scheduler tick. In one such run, starting Python with
-# `OMP_WAIT_POLICY=active` (the workers spin instead of sleeping) brought a
-# 512 x 512 product from 16 ms down to about 3 ms. The harness is not the cause:
-# a bare `torch.utils.benchmark.Timer` measures the same stalls.
-#
-# **What a GPU shows.** The same curve, shifted. Every product on a GPU pays a
-# kernel launch and, to read the result, a synchronization: together some
-# microseconds, however small the product. For tiny n the GPU is therefore no
-# faster than the CPU, often slower. As n grows, thousands of GPU cores get
-# enough work to stay busy, and the GPU overtakes the CPU, on common hardware
-# somewhere in the low hundreds of n, then pulls away, often by one to two
-# orders of magnitude at n = 4096. bfloat16 runs on the tensor cores of recent NVIDIA GPUs and is
-# several times faster than float32 there, the reverse of the CPU. PyTorch keeps
-# float32 products in full float32 on CUDA unless you allow TF32 with
-# `torch.set_float32_matmul_precision("high")`; the JSON that `bench` writes
-# records the setting. The lesson for code: give a GPU large pieces of work, not
-# many small ones.
+# A GPU adds its own fixed cost to every call: launching a kernel and, to read a
+# result, waiting for it. For the 4 x 4 product that overhead is all there is, so
+# the GPU is no faster than the CPU there, and often slower. For large n its
+# thousands of arithmetic units have enough work and it pulls ahead, usually by
+# more than an order of magnitude; the table above prints the ratio measured on
+# your machine. (On NVIDIA GPUs PyTorch runs float32 products in full float32
+# unless you allow the faster TF32 format with
+# `torch.set_float32_matmul_precision("high")`.) The lesson for code: give a GPU
+# large pieces of work, not many small ones.
 
 # %% [markdown]
 # ## Exercise 2: reading and writing parameters on a GPU
 #
-# Save the `state_dict` (the tensors only, not the Python object) and load it with
-# `weights_only=True`, which refuses anything but tensors and plain containers, so
-# a file from elsewhere cannot run code. `map_location` says where the loaded
-# tensors go. The file is written to a temporary folder that disappears afterwards.
+# Save the `state_dict` (the parameter tensors, not the Python object) and load it
+# with `weights_only=True`, which rebuilds only tensors and plain containers, so a
+# file from elsewhere cannot run code on your machine. The file keeps, for every
+# tensor, the device it was saved from; `map_location` tells `torch.load` where to
+# put the tensors instead. Files go to a temporary folder that is deleted afterwards.
 
 # %%
-import tempfile
-from pathlib import Path
-
-from torch import nn
-
-device = d2l_gpu.try_gpu()
 net = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
-with tempfile.TemporaryDirectory() as tmp:
-    path = Path(tmp) / "net.pt"
+original = {name: t.cpu() for name, t in net.state_dict().items()}  # a copy to compare with
+
+with tempfile.TemporaryDirectory() as folder:
+    path = Path(folder) / "net.pt"
     torch.save(net.state_dict(), path)
-    on_cpu = torch.load(path, map_location="cpu", weights_only=True)
-    on_device = torch.load(path, map_location=device, weights_only=True)
+    loads = {
+        "no map_location": torch.load(path, weights_only=True),
+        "map_location='cpu'": torch.load(path, map_location="cpu", weights_only=True),
+    }
+
+for how, state in loads.items():
+    exact = state.keys() == original.keys() and all(
+        torch.equal(state[name].cpu(), t) for name, t in original.items()
+    )
+    where = sorted({str(t.device) for t in state.values()})
+    print(f"{how:<20} tensors on {where}, every tensor exact: {exact}")
+
 clone = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10))
-clone.load_state_dict(on_cpu)
-print("loaded onto:", on_cpu["0.weight"].device, "and", on_device["0.weight"].device)
+clone.load_state_dict(loads["map_location='cpu'"])  # a model on the CPU, from a GPU's file
 pairs = zip(net.parameters(), clone.parameters(), strict=True)
-print("exact:", all(torch.equal(p.cpu(), q) for p, q in pairs))
+print("the CPU copy of the model is exact:", all(torch.equal(p.cpu(), q) for p, q in pairs))
 
 # %% [markdown]
-# `experiments.round_trip` does the same more thoroughly: it records the
-# location that the file stores for every tensor, loads it three ways, compares
-# every tensor bit for bit, and tries to load without the device the file names.
+# Without `map_location`, every tensor goes back to the device it came from:
+# `cuda:0` for a model saved on a GPU. On a machine without CUDA that load fails.
+# We cannot save from a GPU here, but asking for `cuda:0` runs the same check, and
+# on a machine without CUDA prints the same error. Saving the whole model object
+# instead of its `state_dict` shows what `weights_only=True` protects against.
+
+# %% tags=["nbval-ignore-output"]
+with tempfile.TemporaryDirectory() as folder:
+    path = Path(folder) / "net.pt"
+    torch.save(net.state_dict(), path)
+    try:
+        torch.load(path, map_location="cuda:0", weights_only=True)
+        print("loaded onto cuda:0: this machine has CUDA")
+    except RuntimeError as error:
+        print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
 # %%
-rt = experiments.round_trip()
-print(bench.format_round_trip(rt))
-
-# %%
-print("every load exact:", all(load.exact for load in rt.loads))
+with tempfile.TemporaryDirectory() as folder:
+    path = Path(folder) / "whole-model.pt"
+    torch.save(net, path)  # pickles the Python object, classes and all
+    try:
+        torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as error:
+        reason = [line.strip() for line in str(error).splitlines() if "Unsupported global" in line]
+        print(f"{type(error).__name__}: {reason[0].split(' was ')[0] if reason else error}")
 
 # %% [markdown]
-# **Why `map_location` matters.** The file remembers where each tensor was:
-# `cpu` here, `cuda:0` for parameters saved from a GPU. Without `map_location`,
-# `torch.load` puts each tensor back where it was saved, so a file saved on a GPU
-# machine and opened on a laptop without CUDA fails with the error above. On this
-# CPU-only machine no such file exists; instead we ask `torch.load` for `cuda:0`,
-# which runs the very check that such a file triggers and prints the same
-# message. On a CUDA machine `round_trip` saves from the GPU and loads the file in
-# a child process that sees no GPU, so the message is the real one. The cure is
-# the first load above: `map_location="cpu"` (or a device, or a mapping such as
-# `{"cuda:0": "cpu"}`). Loading onto the CPU first and moving the model afterwards
-# also avoids filling a GPU twice when the checkpoint is large.
+# So the safe recipe is: save `model.state_dict()`; load it with
+# `weights_only=True` and a `map_location` (`"cpu"`, a device, or a mapping
+# such as `{"cuda:1": "cuda:0"}`); then `model.load_state_dict(...)` and move the
+# model where you want it. Loading onto the CPU first also avoids holding a large
+# checkpoint on the GPU twice.
 
 # %% [markdown]
 # ## Exercise 3: logging the norm of 1000 products
 #
 # We multiply 1000 pairs of 100 x 100 matrices and log the Frobenius norm of each
-# product in three ways: (a) `.item()` after every product, appending a Python
-# float; (b) writing each norm into a tensor on the device and copying that
-# tensor to the host once at the end; (c) one batched `torch.bmm` into a
-# preallocated output, then all norms at once. On CUDA, each method also runs
-# once under `torch.cuda.set_sync_debug_mode("warn")`, which warns every time
-# the host has to wait for the GPU; the warnings are counted.
-
-# %% tags=["nbval-ignore-output"]
-ns = experiments.norms_study(quick=True)
-print(bench.format_norms(ns))
-
-# %% [markdown]
-# The three methods must log the same numbers (to float tolerance: a batched
-# product may add in a different order):
+# product, in three ways:
+#
+# - **(a)** `.item()` after every product, appending a Python float to a list;
+# - **(b)** writing each norm into a tensor on the device, and copying that tensor
+#   to the host once, at the end;
+# - **(c)** one batched product `torch.bmm` of all pairs, then all norms at once.
 
 # %%
-print("norms logged:", len(ns.norms))
-print("all three methods agree within 1e-4:", ns.agree)
+a = torch.randn(1000, 100, 100, device=device)
+b = torch.randn(1000, 100, 100, device=device)
+
+
+def log_with_item():  # (a)
+    return [torch.linalg.matrix_norm(a[i] @ b[i]).item() for i in range(len(a))]
+
+
+def log_on_device():  # (b)
+    log = torch.empty(len(a), device=device)
+    for i in range(len(a)):
+        log[i] = torch.linalg.matrix_norm(a[i] @ b[i])
+    return log.cpu()
+
+
+def log_batched():  # (c)
+    return torch.linalg.matrix_norm(torch.bmm(a, b)).cpu()
+
+
+# %% [markdown]
+# All three must log the same numbers. (b) repeats (a)'s arithmetic exactly; the
+# batched product of (c) may add up in another order, so it agrees to rounding:
+
+# %%
+norms_a = torch.tensor(log_with_item())
+norms_b, norms_c = log_on_device(), log_batched()
+print("norms logged:", len(norms_a), len(norms_b), len(norms_c))
+print("(b) equals (a) exactly:", torch.equal(norms_b, norms_a))
+print("(c) equals (a) to 1e-4 (relative):", torch.allclose(norms_c, norms_a, rtol=1e-4))
 
 # %% tags=["nbval-ignore-output"]
-plotting.plot_norms(ns)
+methods = {
+    "(a) .item() each step": log_with_item,
+    "(b) log on the device": log_on_device,
+    "(c) one batched product": log_batched,
+}
+logging = {  # the check above was the warm-up
+    name: d2l_gpu.benchmark(fn, device=device, min_run_time=0.1, warmup=0)
+    for name, fn in methods.items()
+}
+for name, m in logging.items():
+    print(f"{name:<24} {m.median * 1e3:8.2f} ms  (q1 to q3: {m.q1 * 1e3:.2f} to {m.q3 * 1e3:.2f})")
+base = logging["(a) .item() each step"].median
+print("time relative to (a):", ", ".join(f"{m.median / base:.2f}" for m in logging.values()))
+
+# %% tags=["nbval-ignore-output"]
+fig, ax = plt.subplots(figsize=(6, 3))
+ms = list(logging.values())
+bars_ms = [[e * 1e3 for e in side] for side in error_bars(ms)]
+ax.barh(list(logging), [m.median * 1e3 for m in ms], xerr=bars_ms, capsize=4)
+ax.invert_yaxis()
+ax.set(xlabel=f"milliseconds for 1000 products on {device} (linear scale)")
+ax.set_title("Median; bars: q1 to q3")
 plt.show()
 
 # %% [markdown]
-# **Why (a) and (b) are close on a CPU.** A CPU operation in PyTorch is finished
-# when the call returns. `.item()` then only reads a number that is already in
-# main memory: a microsecond, against the tens of microseconds the product takes.
-# There is no queue of pending work to wait for, so there is no synchronization to
-# count either. (c) is usually much faster for a different reason: one call
-# replaces three thousand small ones (product, norm, write), so the fixed cost per
-# call is paid once, and the library gets a batch big enough to use every core.
-# On a machine busy with other work those cores may not both be free, and (c)
-# can then lose its lead: the stall seen in exercise 1, paid inside one big call.
+# **On a CPU.** A CPU operation is finished when the call returns, so `.item()`
+# only reads a number that is already in memory. There is nothing to wait for, and
+# (a) is about as fast as anything that loops. (b) can even be a little slower:
+# `log[i] = ...` is one more PyTorch operation per step (select the slot, copy the
+# value into it), with its own call overhead, while `.item()` is a plain read. (c)
+# pays the per-call overhead once instead of 3000 times, and hands the library one
+# large batch it can spread over all cores, so it is usually the fastest.
 #
-# **What changes on a GPU.** There, a call only *queues* a kernel and returns at
-# once. In (a), `.item()` must wait until the product and the norm are done and
-# copy four bytes back: 1000 synchronizations, each leaving the GPU idle while
-# Python prepares the next launch, and the host blocked (holding the interpreter,
-# as the chapter warns) while it waits. In (b) the host runs ahead and queues all
-# 3000 kernels; the GPU works through them back to back, and the single copy at
-# the end is the only wait: one synchronization. (c) needs just a couple of
-# launches. Expect (a) to be several times slower than (b) on a GPU, and (c) to be
-# faster still. The rule the chapter ends with follows: keep logs on the device
-# and move them in large pieces.
+# **On a GPU.** There a call only *queues* a kernel and returns at once, so the
+# Python loop can run ahead of the GPU. In (b) it does: it queues all 3000 kernels
+# while the GPU works through them back to back, and the one copy at the end is
+# the only wait. In (a), each `.item()` must wait until the product and the norm are
+# done and their four bytes have crossed to the host. While it waits, the Python
+# thread holds no lock that matters (PyTorch releases Python's global interpreter
+# lock, the GIL, during the wait); the cost is that the loop stops queueing work.
+# When the result arrives the GPU has nothing left to do, and it idles while Python
+# prepares and launches the next product: a thousand times over. Expect (a) to be
+# several times slower than (b) on a GPU, and (c) faster still. Hence the rule the
+# chapter ends with: keep logs on the device and move them in large pieces.
 
 # %% [markdown]
 # ## Exercise 4: two products on two GPUs at once
 #
-# What the experiment can measure depends on the machine, and the result says
-# which case it was in its `kind`:
+# Kernel launches return at once, so one Python thread can keep two GPUs busy:
+# launch a product on each, then wait for both. Against doing both products on
+# one GPU one after the other, the time should nearly halve. What this cell can
+# measure depends on the machine, and it says which case it ran:
 #
-# - **two or more GPUs:** both products on GPU 0 one after the other, against one
-#   product on each of two GPUs at the same time. Launches return at once, so one
-#   Python thread keeps both GPUs busy; with a large product each, the time should
-#   nearly halve (a speedup close to 2).
-# - **one CUDA GPU:** the nearest true experiment is two CUDA streams on the same
-#   GPU. A large product already fills the GPU, so expect little gain: streams let
-#   kernels overlap when each leaves the GPU partly idle. This shows overlap on one
-#   device; it does not show scaling across two.
-# - **no GPU:** two CPU threads limited to one core each stand in for two devices,
-#   against one such thread doing both. This is a CPU measurement, labelled as a
-#   stand-in, and says nothing about GPUs. The ideal is 2; the cores share memory
-#   bandwidth and caches, and on a shared machine other work competes for them,
-#   which usually keeps it lower, while the spread (see the IQR) can put a single
-#   run a little either side.
+# - **two or more GPUs:** the experiment itself, with large products;
+# - **one CUDA GPU:** two CUDA streams on it, so that two products *may* run side
+#   by side. A large product already fills the GPU, so expect little gain; this is
+#   overlap on one device, not scaling across two;
+# - **no GPU:** no GPU result is possible. As a stand-in, two CPU threads run one
+#   product each, with PyTorch limited to one core per product, against one thread
+#   running both. This measures cores, not GPUs, and is labelled so.
 
 # %% tags=["nbval-ignore-output"]
-cs = experiments.two_products(quick=True)
-print(bench.format_two_products(cs))
+gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]
+if len(gpus) >= 2:
+    setting = f"two GPUs ({gpus[0]}, {gpus[1]})"
+    x, y = torch.randn(4096, 4096, device=gpus[0]), torch.randn(4096, 4096, device=gpus[1])
+    x2 = y.to(gpus[0])
 
-# %%
-print([row.mode for row in cs.rows])
+    def in_sequence():  # both products on the first GPU
+        x @ x
+        x2 @ x2
+        d2l_gpu.synchronize(gpus[0])
+
+    def at_once():  # one product on each GPU: the second launch does not wait for the first
+        x @ x
+        y @ y
+        d2l_gpu.synchronize(gpus[0])
+        d2l_gpu.synchronize(gpus[1])
+
+elif gpus and gpus[0].type == "cuda":
+    setting = f"one GPU ({gpus[0]}), two CUDA streams"
+    x, y = torch.randn(4096, 4096, device=gpus[0]), torch.randn(4096, 4096, device=gpus[0])
+    streams = [torch.cuda.Stream(gpus[0]), torch.cuda.Stream(gpus[0])]
+
+    def in_sequence():  # both products on the default stream, one after the other
+        x @ x
+        y @ y
+        d2l_gpu.synchronize(gpus[0])
+
+    def at_once():  # one product per stream: the GPU may overlap them
+        for stream, m in zip(streams, (x, y), strict=True):
+            stream.wait_stream(torch.cuda.current_stream(gpus[0]))  # x and y are ready
+            with torch.cuda.stream(stream):
+                m @ m
+        d2l_gpu.synchronize(gpus[0])
+
+else:
+    setting = "CPU STAND-IN, NOT A GPU RESULT: two threads, one core per product"
+    x, y = torch.randn(384, 384), torch.randn(384, 384)
+    pool = ThreadPoolExecutor(2)
+
+    def in_sequence():  # one thread does both
+        x @ x
+        y @ y
+
+    def at_once():  # two threads, one product each (PyTorch releases the GIL in a product)
+        for job in [pool.submit(torch.mm, x, x), pool.submit(torch.mm, y, y)]:
+            job.result()
+
+threads = torch.get_num_threads()
+torch.set_num_threads(1)  # one core per product; no effect on GPU products
+try:
+    # Each function waits for its own devices, so the clock needs no device to wait for.
+    pair = [d2l_gpu.benchmark(fn, device="cpu", min_run_time=0.15) for fn in (in_sequence, at_once)]
+finally:
+    torch.set_num_threads(threads)
+print(setting)
+for name, m in zip(("one after the other", "at the same time"), pair, strict=True):
+    print(f"  {name:<20} {m.median * 1e3:8.3f} ms  (q1 to q3: {m.q1 * 1e3:.3f} to {m.q3 * 1e3:.3f})")
+print(f"  speed-up: {pair[0].median / pair[1].median:.2f}x (ideal with two devices: 2)")
 
 # %% tags=["nbval-ignore-output"]
-plotting.plot_concurrency(cs)
+fig, ax = plt.subplots(figsize=(7, 2.5))
+bars_ms = [[e * 1e3 for e in side] for side in error_bars(pair)]
+ax.barh(["one after the other", "at the same time"], [m.median * 1e3 for m in pair],
+        xerr=bars_ms, capsize=4)
+ax.invert_yaxis()
+ax.set_xlabel("milliseconds for two products (linear scale)")
+ax.set_title(f"{setting}\nmedian; bars: q1 to q3", fontsize="medium")
 plt.show()
 
 # %% [markdown]
-# ## Run it all from a terminal
-#
-# The same measurements, with a progress bar, a table, a JSON file and a figure,
-# without Jupyter: useful on a remote GPU machine. Output files go only where you
-# point them.
-#
-# ```bash
-# python -m d2l_gpu bench --quick                  # a quick look
-# python -m d2l_gpu bench --device cuda:0 --json gpu.json --plot gpu.png
-# ```
+# With two GPUs, expect a speed-up near 2: each GPU runs its own product, and the
+# only shared work is Python launching two kernels, which takes microseconds. With
+# one GPU and two streams, expect little: both streams share the same arithmetic
+# units, which one large product already keeps busy. The CPU stand-in sits
+# somewhere between: the two cores share memory bandwidth and caches, and on a
+# shared machine other programs compete for them.
 #
 # ## Summary
 #
-# - A GPU wins on large products and loses on tiny ones: each call pays a launch
-#   and a synchronization, whatever its size.
+# - A GPU wins on large products and loses on tiny ones: every call pays a launch
+#   and, to read the result, a wait, whatever its size.
 # - Save `state_dict`s, load them with `weights_only=True` and a `map_location`,
 #   and a checkpoint from a GPU opens anywhere.
-# - `.item()` in a loop costs little on a CPU and a synchronization per step on a
-#   GPU; keep values on the device and move them once.
+# - `.item()` in a loop costs little on a CPU; on a GPU it stops the loop from
+#   queueing work at every step. Keep values on the device and move them once.
 # - Two GPUs can run two products at the same time; one GPU's streams or a CPU's
 #   threads are different experiments, and are reported as such.

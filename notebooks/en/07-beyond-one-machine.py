@@ -6,8 +6,8 @@
 # **What you will learn**
 #
 # - how `torchrun` starts one process per device and tells each process who it is;
-# - how `d2l_gpu.distributed` gives each process its own device and picks the
-#   communication backend (`nccl` or `gloo`) that fits all of them;
+# - how each process picks its own device, and how all of them agree on a
+#   communication backend (`nccl` or `gloo`) that fits every one;
 # - how to run the same job as two "servers", here two launches on 127.0.0.1;
 # - why a collective such as `all_reduce` costs far more than the arithmetic it
 #   replaces, above all for small messages.
@@ -49,96 +49,117 @@ if d2l_gpu.num_gpus() == 0:
 # - `LOCAL_RANK`: its number on this machine, which says which GPU it should take;
 # - `MASTER_ADDR`, `MASTER_PORT`: where the processes meet to connect.
 #
-# The demo in `d2l_gpu.distributed` reads them. This notebook's kernel was not
-# started by `torchrun`, so it has no place in a job, and the demo refuses to
-# start (instead of waiting forever for partners) and prints how to launch it:
+# The demo of this notebook is a plain program, `all_reduce_demo.py`, in the
+# `scripts` folder beside the notebooks; its functions are shown below. This
+# notebook's kernel was not started by `torchrun`, so it has no place in any job:
 
 # %%
+import ast
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
 from d2l_gpu import distributed
 
-print("inside torchrun:", distributed.rank_env() is not None)
+DEMO = Path("..", "scripts", "all_reduce_demo.py")
+if "google.colab" in sys.modules and not DEMO.is_file():  # Colab opened this notebook alone
+    repository = "https://github.com/d2l-gpu/d2l-gpu"
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", repository, "d2l-gpu"], check=True)
+    DEMO = Path("d2l-gpu", "notebooks", "scripts", "all_reduce_demo.py")
+print("inside torchrun:", distributed.local_rank() is not None)
 
-# %% tags=["nbval-ignore-output"]
-print(distributed.launch_hint())
+# %% [markdown]
+# Run the demo with plain Python anyway, and instead of waiting forever for
+# partners that never come, it says how to launch it and exits with status 2:
+
+# %%
+plain = subprocess.run([sys.executable, str(DEMO)], capture_output=True, text=True, timeout=60)
+print("exit status:", plain.returncode)
+print(plain.stderr)
 
 # %% [markdown]
 # ## Lesson 1: every process owns a device
 #
-# Each process takes the `LOCAL_RANK`-th GPU of its machine, through
-# `d2l_gpu.try_gpu`, or the CPU when there is no such GPU. On this CPU-only
-# machine every local rank gets the CPU; on a server with four GPUs, local
-# ranks 0 to 3 would get `cuda:0` to `cuda:3` and a fifth process the CPU.
+# `d2l_gpu.distributed.rank_device(LOCAL_RANK)` gives each process of a machine
+# its own GPU: local rank 0 the first, local rank 1 the second, and so on. With
+# more processes than GPUs they are taken in turn, so some processes share a GPU.
+# A launcher may also hand each process one GPU of its own by setting
+# `CUDA_VISIBLE_DEVICES` per process; then each process sees a single GPU,
+# `cuda:0`, and takes it. With no GPU, every process computes on the CPU. Here is
+# what local ranks 0 to 3 would get on this machine:
 
 # %%
 print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
 
 # %% [markdown]
 # The processes must also agree on how to talk. `nccl` moves data directly
-# between NVIDIA GPUs (over NVLink or the network) and needs a CUDA device in
-# every process; `gloo` works everywhere, CPU tensors included. The demo's
-# ranks first swap their device types through `torchrun`'s meeting point, so
-# they all make the same choice: ranks that chose different backends would wait
-# for each other forever.
+# between NVIDIA GPUs (over NVLink or the network), but only if every process has
+# a GPU *of its own*: two processes on one GPU make it stop with "Duplicate GPU
+# detected". `gloo` works everywhere, with CPU and GPU tensors alike. A process
+# cannot see on its own whether another process uses the same GPU: `cuda:0` in
+# two processes may be one card or two. So the processes first meet in a `gloo`
+# group and swap a name for their device that is the same in every process: the
+# GPU's UUID, or `cpu`. Every process then makes the same choice from the same
+# list; processes that chose differently would wait for each other forever.
 
 # %%
-for types in (["cuda", "cuda"], ["cuda", "cpu"], ["cpu", "cpu"]):
-    print(types, "->", distributed.choose_backend(types))
-print(["cuda", "cuda"], "asking for gloo ->", distributed.choose_backend(["cuda", "cuda"], "gloo"))
+examples = {
+    "a GPU per process": ["cuda GPU-1111", "cuda GPU-2222"],
+    "two processes, one GPU": ["cuda GPU-1111", "cuda GPU-1111"],
+    "a process without GPU": ["cuda GPU-1111", "cpu"],
+}
+for case, identities in examples.items():
+    why = "; ".join(distributed.nccl_problems(identities))
+    print(f"{case:<24} -> {distributed.choose_backend(identities)}" + (f" ({why})" if why else ""))
 
 # %% [markdown]
-# Asking for `nccl` where a rank has no GPU is refused with a message that
-# names the rank and what would work instead:
+# Asking for `nccl` where it cannot work is refused before any data moves,
+# with a message that says why and what would work instead:
 
-# %% tags=["raises-exception"]
-distributed.choose_backend(["cuda", "cpu"], "nccl")
+# %%
+try:
+    distributed.choose_backend(["cuda GPU-1111", "cuda GPU-1111"], "nccl")
+except RuntimeError as error:
+    print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
+# `distributed.process_group()` does all of this on entry, and on exit leaves
+# the group again, even when the code inside raised.
+#
 # ## Lesson 2: data on the right device before an operation
 #
-# A collective is an operation like any other: every process passes a tensor
-# on its own device. `all_reduce` adds up the tensors of all processes and
-# leaves the sum in each of them. The demo makes its tensor directly on the
-# rank's device, then checks the result against the sum it expects (with
-# `nccl`, a tensor left on the CPU would be refused, just as `x + y` across
-# devices is in one process):
+# A collective is an operation like any other: every process passes a tensor on
+# its own device. `all_reduce` adds up the tensors of all processes and leaves the
+# sum in each of them. The demo makes its tensor directly on the process's device
+# and checks the result against the sum it expects; a wrong sum ends the job with
+# an error:
 
 # %%
-import inspect
-
-print(inspect.getsource(distributed.check_all_reduce).rstrip())
+source = DEMO.read_text(encoding="utf-8")
+for node in ast.parse(source).body:
+    if isinstance(node, ast.FunctionDef) and node.name in ("check_all_reduce", "main"):
+        print(ast.get_source_segment(source, node), end="\n\n")
 
 # %% [markdown]
 # ## Launching the job from a notebook
 #
-# `torchrun` is a command-line program (`python -m torch.distributed.run` is
-# the same thing), so a cell starts it as a subprocess with this notebook's
-# Python, in a temporary folder, with a time limit: a job that waits for a
-# partner that never comes fails here instead of hanging the notebook. The
-# ranks print to the same terminal in whatever order they get there, so the
-# notebook sorts their lines before printing them.
+# `torchrun` is a command-line program (`python -m torch.distributed.run` is the
+# same thing), so a cell starts it as a subprocess with this notebook's Python,
+# in a temporary folder, with a time limit: a job that waits for a partner that
+# never comes fails here instead of hanging the notebook. The processes print to
+# the same terminal in whatever order they get there, so the notebook sorts
+# their lines.
 
 # %%
-import os
-import socket
-import subprocess
-import tempfile
-
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-JOB_ENV = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARS}
-workdir = tempfile.gettempdir()  # torchrun writes nothing there; never the repository
 
 
-def start(*args):
-    """Start `torchrun ARGS` in the background; its output is collected by finish()."""
-    return subprocess.Popen(
-        [*TORCHRUN, *args],
-        env=JOB_ENV,
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def start(torchrun_options, demo_options, folder):
+    """Start `torchrun OPTIONS all_reduce_demo.py OPTIONS` in `folder`; see finish()."""
+    command = [*TORCHRUN, *torchrun_options, str(DEMO.resolve()), *demo_options]
+    pipe = subprocess.PIPE
+    return subprocess.Popen(command, cwd=folder, stdout=pipe, stderr=pipe, text=True)
 
 
 def finish(job, timeout=60):
@@ -155,133 +176,126 @@ def finish(job, timeout=60):
 
 
 def rank_lines(out, marker):
-    """The lines of every rank that contain `marker`, in rank order."""
+    """The lines of every process that contain `marker`, in rank order."""
     return sorted(line for line in out.splitlines() if line.startswith("rank ") and marker in line)
 
 
 # %% [markdown]
-# Two processes on this machine, with three message sizes for the timing
-# (square float32 matrices with sides 8, 64 and 512: 256 bytes, 16 KiB and
-# 1 MiB). The first lines show each process with its own rank, device and the
-# backend they agreed on; rank 0 then prints the timing table.
+# Two processes on this machine, timing two message sizes: square float32
+# matrices with sides 8 and 512, that is 256 bytes and 1 MiB. The first lines
+# show each process with its rank, its device and the backend they agreed on;
+# rank 0 then prints the timings and their ratios.
 
 # %% tags=["nbval-ignore-output"]
-job = start(*"--nproc-per-node 2 -m d2l_gpu.distributed --sizes 8 64 512 --repeats 10".split())
-out = finish(job)
+with tempfile.TemporaryDirectory() as folder:
+    out = finish(start(["--nproc-per-node", "2"], ["--sizes", "8", "512"], folder))
 print(*rank_lines(out, "device"), sep="\n")
 print(*(line for line in out.splitlines() if not line.startswith("rank ")), sep="\n")
 
 # %% [markdown]
 # Whatever the hardware, the sums are the same: rank `r` sent
-# `[1, 2, 3, 4] * (r + 1)`, so with two ranks every entry is multiplied by 3.
+# `[1, 2, 3, 4] * (r + 1)`, so with two processes every entry is multiplied by 3.
 
 # %%
 print(*rank_lines(out, "all_reduce(sum)"), sep="\n")
-devices = [line.split("device ")[1].split(",")[0] for line in rank_lines(out, "device")]
-backends = {line.rsplit("backend ", 1)[1] for line in rank_lines(out, "device")}
-chosen = distributed.choose_backend([torch.device(d).type for d in devices])
-print("backend agrees with choose_backend:", backends == {chosen})
 
 # %% [markdown]
 # ## Lesson 3: communication costs more than computation
 #
-# The table compares, for the same matrix, the `all_reduce` (the sum of two
-# matrices that live in two processes) with the local sum `x + y` and the
-# product `x @ x`. Two timing details matter. A collective only finishes when
-# every rank has joined, so `d2l_gpu.benchmark`, which decides on its own how
-# many times to call a function, cannot time it: two ranks would make a
-# different number of calls and one would wait forever. The demo calls it a
-# fixed number of times, lines the ranks up with a barrier before each call,
-# synchronizes the device and reports the median of rank 0's clock. The local
-# operations need no partner, so `d2l_gpu.benchmark` times them as usual.
+# For the same matrix, rank 0 timed the `all_reduce` (the sum of two matrices
+# that live in two processes) against the local sum `x + y` and the product
+# `x @ x`. Two details matter. A collective finishes only when every process has
+# joined, so `d2l_gpu.benchmark`, which decides by itself how often to call a
+# function, cannot time it: two processes would make a different number of
+# calls and one would wait forever. The demo calls it a fixed number of times,
+# lines the processes up with a barrier before each call and waits for the device
+# before reading the clock. The local operations need no partner, so
+# `d2l_gpu.benchmark` times them as usual.
 #
-# What this CPU run shows: the 256-byte `all_reduce` takes from several hundred
-# microseconds to a few milliseconds (the spread is wide on a small, busy machine;
-# see the IQR), where the local sum takes a few microseconds, hundreds of times
-# less. That is latency: the cost of waking the other process and a round trip
-# through the operating system, paid however little data there is, like the
-# many small transfers in the side notes. At 1 MiB, `all_reduce` still costs tens of times
-# `x + y` or more, but the 512 x 512 matrix product now costs about as much as
-# sending the matrix (the last ratio comes out near 1, sometimes below, on this
-# machine): its work grows with the cube of the side, the data only with the
-# square. (`torchrun` gives each process a single CPU thread unless
-# `OMP_NUM_THREADS` says otherwise, so the product runs on one core.)
+# Read the ratios it printed. For the 256-byte matrix the `all_reduce` costs many
+# times the local sum: that is latency, the cost of waking the other process and
+# a round trip through the operating system, paid however little data there is,
+# like the many small transfers in the side notes of this section. For the 1 MiB
+# matrix the comparison changes: a product's work grows with the cube of the side
+# while the data grows only with its square, so the product catches up with the
+# communication. (`torchrun` gives each process a single CPU thread unless
+# `OMP_NUM_THREADS` says otherwise, so on a CPU each product runs on one core.)
 #
-# On GPUs with `nccl` the same table is worth running yourself: the product of
-# a 512 x 512 matrix becomes very fast while a collective still pays a fixed
-# start-up cost, so communication dominates for a wider range of sizes. That
-# is why training code sends gradients in large buckets, and overlaps sending
-# them with computing the next ones, rather than sending each small tensor alone.
+# On GPUs with `nccl` the table is worth running yourself: the product becomes
+# very fast while a collective still pays a fixed start-up cost, so communication
+# dominates over a wider range of sizes. That is why training code sends gradients
+# in large buckets, and overlaps sending them with computing the next ones,
+# instead of sending each small tensor alone.
 
 # %% [markdown]
 # ## Two servers
 #
-# On two real servers you run the same command on each one, changing only
-# `--node-rank`; `HOST:PORT` is an address of the first server that the second
-# can reach:
+# On two real servers you run the *same* command on each one; `HOST:PORT` is an
+# address of the first server that the second can reach:
 #
 # ```bash
-# # on server 0 (its address is HOST)
-# torchrun --nnodes 2 --node-rank 0 --nproc-per-node 4 --rdzv-backend c10d \
-#     --rdzv-id my-job --rdzv-endpoint HOST:29500 -m d2l_gpu.distributed
-# # on server 1
-# torchrun --nnodes 2 --node-rank 1 --nproc-per-node 4 --rdzv-backend c10d \
-#     --rdzv-id my-job --rdzv-endpoint HOST:29500 -m d2l_gpu.distributed
+# torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d \
+#     --rdzv-id my-job --rdzv-endpoint HOST:29500 all_reduce_demo.py
 # ```
 #
-# The `c10d` rendezvous waits until both servers have joined, then numbers
-# all eight processes (in the order the servers joined, so either may hold
-# rank 0). Here both "servers" are this machine: two `torchrun` launches with one
-# process each, meeting at a free port on 127.0.0.1. `--local-addr 127.0.0.1`
-# keeps all their traffic on the loopback interface.
+# The `c10d` rendezvous waits until both servers have joined and then numbers the
+# servers, and the processes on them, in the order they joined: either server may
+# hold rank 0, and `--node-rank` plays no part (it matters only with a fixed list
+# of servers, `--rdzv-backend static`). Here both "servers" are this machine: two
+# `torchrun` launches with one process each, meeting at a free port on 127.0.0.1.
+# `--local-addr 127.0.0.1` keeps their traffic on the loopback interface. Both
+# processes have local rank 0, so on a machine with one GPU both take `cuda:0`;
+# the swap of device names sees that, and they use `gloo`.
 
 # %% tags=["nbval-ignore-output"]
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
 two_nodes = (
-    "--nnodes 2 --node-rank {node} --nproc-per-node 1 --rdzv-backend c10d --rdzv-id two-nodes "
-    "--rdzv-endpoint 127.0.0.1:{port} --local-addr 127.0.0.1 -m d2l_gpu.distributed --sizes"
+    f"--nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-id two-nodes "
+    f"--rdzv-endpoint 127.0.0.1:{port} --local-addr 127.0.0.1"
 )
-nodes = [start(*two_nodes.format(node=node, port=port).split()) for node in (0, 1)]
-node_out = [finish(node) for node in nodes]
-for node, out in enumerate(node_out):
-    print(f"node {node}:", *rank_lines(out, "device"), sep="\n  ")
+with tempfile.TemporaryDirectory() as folder:
+    nodes = [start(two_nodes.split(), ["--sizes"], folder) for _ in range(2)]
+    node_out = [finish(node) for node in nodes]
+for launch, out in enumerate(node_out):
+    print(f"launch {launch}:", *rank_lines(out, "device"))
 
 # %% [markdown]
-# Each launch has local rank 0 only, but together they form one job of two
-# ranks, and the all-reduced values are the same as before:
+# Each launch has a local rank 0 only, but together they form one job of two
+# processes, and the all-reduced values are the same as before:
 
 # %%
 both = "\n".join(node_out)
 print(*rank_lines(both, "all_reduce(sum)"), sep="\n")
 local_ranks = [line.split("local rank ")[1].split(",")[0] for line in rank_lines(both, "device")]
-print("local ranks:", sorted(local_ranks))
+print("local ranks:", local_ranks)
 
 # %% [markdown]
-# ## When a rank fails
+# ## When a process fails
 #
-# If one process raises, the others would wait for it forever inside their
-# next collective. `torchrun` watches its processes and stops the rest as soon
-# as one exits with an error, then prints a summary whose "Root Cause" is the
-# failing rank's traceback. Try it with the demo's `--fail-rank 1` option:
-# `torchrun --nproc-per-node 2 -m d2l_gpu.distributed --fail-rank 1` exits with
-# an error within seconds and shows `RuntimeError: rank 1 failed on purpose`.
+# If one process raises, the others would wait for it forever inside their next
+# collective. `torchrun` watches its processes, stops the rest as soon as one
+# exits with an error, and prints a summary whose "Root Cause" is the failing
+# process's traceback. Try it with the demo's `--fail-rank 1` option:
+# `torchrun --nproc-per-node 2 all_reduce_demo.py --fail-rank 1` exits with an
+# error within seconds and shows `RuntimeError: rank 1 failed on purpose`.
 #
 # ## Summary
 #
 # - `torchrun` starts one process per device and tells each its `RANK`,
 #   `WORLD_SIZE` and `LOCAL_RANK`; the same script runs on one machine or many.
-# - Every process owns one device (the `LOCAL_RANK`-th GPU, or the CPU), and the
-#   tensors it sends must already be there; the backend must suit every rank.
+# - Every process owns a device, and the tensors it sends must already be there.
+# - The backend must suit every process: `nccl` needs a GPU of its own in each,
+#   which the processes can only find out together; `gloo` runs anywhere.
 # - A collective costs much more than the arithmetic it replaces, and small
 #   messages pay mostly for latency: send few, large messages.
 #
 # ## Exercises
 #
 # 1. Run the demo with 1, 2 and 4 processes (`--nproc-per-node`). How do the
-#    small-message and the 1 MiB times change with the number of ranks?
-# 2. Add larger sizes (`--sizes 1024 2048`). At which size does the `all_reduce`
-#    stop being latency-bound, that is, grow in proportion to the bytes sent?
+#    times of the small and of the 1 MiB message change with the number of processes?
+# 2. Add larger sizes (`--sizes 1024 2048`). From which size on does the
+#    `all_reduce` grow in proportion to the bytes it sends?
 # 3. On a machine with two GPUs, compare `--backend nccl` with `--backend gloo`.
 #    Which one moves the data between the cards without going through the CPU?

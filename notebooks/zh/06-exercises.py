@@ -5,9 +5,9 @@
 #
 # **你将学到**
 #
-# - 矩阵乘法的速度怎样随规模变化，在 CPU 上和在 GPU 上各是什么样，
+# - 矩阵乘法的耗时怎样随规模增长，在 CPU 上和在 GPU 上各是什么样，
 #   为什么很小的乘法用 GPU 得不到任何好处；
-# - 怎样把模型参数从 GPU 上保存下来，并安全地在任何机器上读回；
+# - 怎样在 GPU 上保存模型参数，并安全地在任何机器上读回；
 # - 循环里的 `.item()` 到底贵在哪里，怎样记录数值而不付这笔代价；
 # - 在两个设备上同时做两次乘法能省多少时间，只有一个设备或只有 CPU 时，
 #   实验能说明什么、不能说明什么。
@@ -36,207 +36,330 @@ if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
 # %% [markdown]
-# 书中没有给出这些练习的答案。这里每道题都是 `d2l_gpu.experiments` 里的一个函数，
-# 它负责测量，返回由数字组成的普通行；本笔记本调用这些函数，打印表格并画图。
-# 所有时间都来自 `d2l_gpu.benchmark`：读时钟之前先等设备做完，先预热，再重复多次，
-# 报告中位数，并用四分位距（IQR）表示波动。在 CPU 上规模取得小
-# （`quick=True` 让本笔记本运行得快），在 GPU 上取得大。
+# 书中没有给出这些练习的答案；这里每道题的答案就是几个普通 PyTorch 代码单元格，
+# 你可以改动后重新运行。所有时间都来自
+# `d2l_gpu.benchmark(fn, *args, device=...)`：它先等设备做完再读时钟，先预热，
+# 再分成若干块反复调用 `fn`，返回一个 `Measurement`：其中 `median`（中位数）
+# 是每次调用的典型耗时，四分位数 `q1` 和 `q3` 框住中间一半的测量块。
+# 图中画的是中位数，误差线从 `q1` 延伸到 `q3`。
 #
-# 你的数字会和这里保存的不同，这是应该的：它们描述的是你的机器。保存的输出
-# 来自一台与别人共用的双核小 CPU。这里没有保存任何 GPU 数字；想在 GPU 机器上
-# 不开 Jupyter 就得到结果，请在那台机器上运行
-# `python -m d2l_gpu bench --json results.json --plot results.png`。
+# 你得到的数字会与保存的输出不同，这是应该的：它们描述的是你的机器。
+# 保存的输出来自一台只有两个核心、没有 GPU 的小型共享 CPU 机器。
 
 # %%
-import matplotlib.pyplot as plt
-
-from d2l_gpu import bench, experiments, plotting
-
-# %% [markdown]
-# ## 练习 1：大矩阵乘法与小矩阵乘法
-#
-# 一次 n x n 的矩阵乘法大约需要 2n³ 次浮点运算，用它除以中位时间，就得到以
-# GFLOP/s 计的速率。扫描会在 CPU 上、以及（如果有的话）第一块 GPU 上，分别用
-# float32 和 bfloat16 测 PyTorch；在 CPU 上还会用同样的规模测 NumPy。
-# “of best” 一列把每个速率与同一组数据中的最高速率相比：那是实测的峰值，
-# 不是产品手册上的数字。
-# 有 GPU 时，表格下方还有一行，给出从多大的 n 起，GPU 的 float32 乘法在该规模
-# 及所有更大的规模上都快过 CPU。
-
-# %% tags=["nbval-ignore-output"]
-rows = experiments.matmul_sweep(quick=True)
-print(bench.format_matmul(rows, experiments.blas_libraries()))
-
-# %% [markdown]
-# 在 CPU 上测了哪些乘法（在每台机器上都一样）：
-
-# %%
-print(sorted({(r.backend, r.dtype, r.n) for r in rows if r.device == "cpu"}))
-
-# %% tags=["nbval-ignore-output"]
-plotting.plot_matmul(rows)
-plt.show()
-
-# %% [markdown]
-# **CPU 上看到的。** 速率随 n 增大而上升。16 x 16 的乘法只有大约 8000 次运算，
-# 而 Python、分派器以及调用 BLAS 库本身要花几微秒，远远超过这点计算，所以速率很低。
-# 从几百开始，每次调用的工作量压过了固定开销，速率逐渐稳定在这些核心的能力附近。
-# n 较大时 PyTorch 和 NumPy 的结果接近，因为两者都不亲自做矩阵乘法，而是交给
-# 一个经过调优的 BLAS 库（表格写明了是哪个；在这台机器上 PyTorch 用的是 Intel 的
-# MKL，NumPy 用的是 OpenBLAS）。在没有原生 bfloat16 指令（AVX512-BF16 或 AMX）的
-# CPU 上，bfloat16 比 float32 *慢*得多：数据要先转换，运算其实仍按 float32 进行，
-# 所以只测了较少的规模。
-#
-# 如果你的表格里某些规模不论 n 多大都花大约 16 毫秒，你看到的是线程被唤醒的时间，
-# 而不是计算。两次乘法之间，PyTorch 的 OpenMP 工作线程会进入休眠；当这些核心还被
-# 别的工作占用时（生成保存输出的那台共用小机器，有几次运行就是这样），唤醒一个
-# 线程可能要花掉整整一个调度节拍。在一次这样的运行里，用 `OMP_WAIT_POLICY=active`
-# 启动 Python（工作线程空转等待而不休眠），512 x 512 乘法从 16 毫秒降到约 3 毫秒。
-# 这不是测量工具造成的：直接用 `torch.utils.benchmark.Timer` 也测到同样的停顿。
-#
-# **GPU 上看到的。** 同样形状的曲线，只是平移了。GPU 上的每次乘法都要付出一次
-# 内核启动，要读结果还得付出一次同步：加起来是几微秒，无论乘法多小。所以 n 很小时
-# GPU 并不比 CPU 快，常常还更慢。随着 n 增大，成千上万个 GPU 核心有了足够的活，
-# GPU 便超过 CPU（在常见硬件上大约在 n 为一两百到几百之间），之后差距拉大，
-# 到 n = 4096 时往往相差一到两个数量级。在较新的 NVIDIA GPU 上，bfloat16 由
-# 张量核心执行，比 float32 快好几倍，正好与 CPU 相反。在 CUDA 上，PyTorch 默认让
-# float32 乘法保持完整的 float32 精度，除非用
-# `torch.set_float32_matmul_precision("high")` 允许 TF32；`bench` 写出的 JSON
-# 会记下这个设置。对写代码的启示是：交给 GPU 大块的工作，而不是许多小块。
-
-# %% [markdown]
-# ## 练习 2：在 GPU 上读写模型参数
-#
-# 保存的是 `state_dict`（只有张量，不是 Python 对象本身），读取时加上
-# `weights_only=True`：它只接受张量和普通容器，别人给的文件因此无法借机执行代码。
-# `map_location` 决定读进来的张量放到哪里。文件写在临时文件夹里，用完即删。
-
-# %%
+import pickle
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 from torch import nn
 
-device = d2l_gpu.try_gpu()
-net = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
-with tempfile.TemporaryDirectory() as tmp:
-    path = Path(tmp) / "net.pt"
-    torch.save(net.state_dict(), path)
-    on_cpu = torch.load(path, map_location="cpu", weights_only=True)
-    on_device = torch.load(path, map_location=device, weights_only=True)
-clone = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10))
-clone.load_state_dict(on_cpu)
-print("loaded onto:", on_cpu["0.weight"].device, "and", on_device["0.weight"].device)
-pairs = zip(net.parameters(), clone.parameters(), strict=True)
-print("exact:", all(torch.equal(p.cpu(), q) for p, q in pairs))
+device = d2l_gpu.try_gpu()  # the first GPU, or the CPU when there is none
+
+
+def error_bars(measurements):
+    """The distances from each median down to q1 and up to q3, as plt.errorbar wants them."""
+    return [[m.median - m.q1 for m in measurements], [m.q3 - m.median for m in measurements]]
+
 
 # %% [markdown]
-# `experiments.round_trip` 把同样的事做得更彻底：它记下文件为每个张量保存的位置，
-# 用三种方式读回，逐位比较每个张量，并试着在文件所指的设备不存在时读取。
-
-# %%
-rt = experiments.round_trip()
-print(bench.format_round_trip(rt))
-
-# %%
-print("every load exact:", all(load.exact for load in rt.loads))
-
-# %% [markdown]
-# **为什么需要 `map_location`。** 文件会记住每个张量原来在哪里：这里是 `cpu`，
-# 从 GPU 保存的参数则是 `cuda:0`。不给 `map_location` 时，`torch.load` 会把每个张量
-# 放回保存时的位置，所以在 GPU 机器上保存、在没有 CUDA 的笔记本电脑上打开的文件，
-# 会报出上面那个错误。这台只有 CPU 的机器上没有这样的文件；我们改为让 `torch.load`
-# 把张量放到 `cuda:0`，这走的正是那种文件会触发的同一项检查，打印的也是同一条消息。
-# 在 CUDA 机器上，`round_trip` 从 GPU 保存，再在一个看不到 GPU 的子进程里读取，
-# 所以那里的消息是真实发生的。解决办法就是上面的第一次读取：
-# `map_location="cpu"`（也可以是某个设备，或 `{"cuda:0": "cpu"}` 这样的映射）。
-# 先读到 CPU 再移动模型，还能避免检查点很大时在 GPU 上占两份内存。
-
-# %% [markdown]
-# ## 练习 3：记录 1000 次乘积的范数
+# ## 练习 1：大矩阵乘法和小矩阵乘法
 #
-# 我们把 1000 对 100 x 100 的矩阵相乘，用三种方式记录每个乘积的 Frobenius 范数：
-# (a) 每次乘完调用 `.item()`，把 Python 浮点数追加到列表；(b) 把每个范数写进
-# 设备上的一个张量，最后把这个张量一次性复制回主机；(c) 用一次批量 `torch.bmm`
-# 写进预先分配好的输出，再一次算出全部范数。在 CUDA 上，每种方式还会在
-# `torch.cuda.set_sync_debug_mode("warn")` 下再运行一次：主机每等一次 GPU，
-# 它就发出一条警告，我们数这些警告。
+# 我们对一系列 n 计时一次 n x n 的 float32 矩阵乘法，在 CPU 上测，如果有 GPU
+# 也在 GPU 上测。最小的 n = 4 就是“计算量很小的任务”：只有 128 次乘法和加法。
+# 一次 n x n 乘法大约需要 2n³ 次浮点运算，所以用它除以耗时的中位数，
+# 就得到以 GFLOP/s 计的运算速率。
 
 # %% tags=["nbval-ignore-output"]
-ns = experiments.norms_study(quick=True)
-print(bench.format_norms(ns))
+sizes = [4, 16, 64, 256, 512] if device.type == "cpu" else [4, 16, 64, 256, 1024, 2048]
+targets = [d2l_gpu.cpu()] if device.type == "cpu" else [d2l_gpu.cpu(), device]
+times = {}
+for target in targets:
+    for n in sizes:
+        x = torch.randn(n, n, device=target)
+        times[target, n] = d2l_gpu.benchmark(torch.mm, x, x, device=target, min_run_time=0.05)
 
-# %% [markdown]
-# 三种方式记录的数必须相同（在浮点误差之内：批量乘法的加法顺序可能不同）：
-
-# %%
-print("norms logged:", len(ns.norms))
-print("all three methods agree within 1e-4:", ns.agree)
+print(f"{'device':>8} {'n':>5} {'median':>12} {'middle half (q1 to q3)':>26} {'GFLOP/s':>9}")
+for (target, n), m in times.items():
+    spread = f"{m.q1 * 1e6:,.1f} to {m.q3 * 1e6:,.1f} us"
+    rate = 2 * n**3 / m.median / 1e9
+    print(f"{target!s:>8} {n:>5} {m.median * 1e6:>9,.1f} us {spread:>26} {rate:>9.2f}")
+if len(targets) == 2:
+    for n in sizes:
+        ratio = times[targets[0], n].median / times[targets[1], n].median
+        print(f"n = {n:>4}: the {targets[1].type} product is {ratio:,.2f}x as fast as the CPU's")
 
 # %% tags=["nbval-ignore-output"]
-plotting.plot_norms(ns)
+fig, ax = plt.subplots(figsize=(6, 3.5))
+for target in targets:
+    ms = [times[target, n] for n in sizes]
+    medians = [m.median for m in ms]
+    ax.errorbar(sizes, medians, yerr=error_bars(ms), marker="o", capsize=3, label=str(target))
+ax.set(xscale="log", yscale="log", xlabel="n (log scale)", ylabel="seconds (log scale)")
+ax.set_title("One n x n product: median, bars from q1 to q3")
+ax.legend()
 plt.show()
 
 # %% [markdown]
-# **为什么在 CPU 上 (a) 和 (b) 差不多。** PyTorch 在 CPU 上的运算，调用返回时
-# 就已经算完了。此时 `.item()` 只是读一个早已在主内存里的数：约一微秒，而乘法要
-# 几十微秒。没有待完成的工作队列需要等待，所以也就没有同步可数。(c) 通常快得多，
-# 原因不同：一次调用取代了三千次小调用（乘法、范数、写入），每次调用的固定开销
-# 只付一次，而且库拿到的一批工作足够大，能用上所有核心。如果机器正忙着别的工作，
-# 这些核心未必都空着，(c) 就可能失去优势：练习 1 里见过的那种停顿，发生在一次大调用内部。
+# **怎样读这条曲线。** 两条坐标轴都是对数刻度，所以斜率为 3 的直线意味着耗时
+# 随 n³ 增长，与运算量一致。小 n 时曲线却几乎是平的：乘法太小，每次调用的固定
+# 开销（Python、PyTorch 的分派器、挑选并调用 BLAS 例程）占了大部分时间。
+# 只有 n 足够大时，算术运算才占主导，速率才接近硬件的能力。
 #
-# **在 GPU 上有什么不同。** 在那里，调用只是把内核*排进队列*，随即返回。在 (a) 中，
-# `.item()` 必须等乘法和范数都做完，再把四个字节复制回来：1000 次同步，每次都让
-# GPU 闲着等 Python 准备下一次启动，而主机在等待时被阻塞（正如本章所说，还占着
-# 解释器）。在 (b) 中，主机一路向前，把 3000 个内核都排进队列；GPU 一个接一个地
-# 处理，最后那一次复制是唯一的等待：一次同步。(c) 只需要几次启动。可以预期在 GPU
-# 上 (a) 比 (b) 慢好几倍，而 (c) 更快。本章最后的建议由此而来：日志留在设备上，
-# 成批地搬回来。
+# GPU 给每次调用再加上它自己的固定开销：启动一个内核，以及为了读取结果而等待它完成。
+# 对 4 x 4 的乘法，这笔开销就是全部，所以 GPU 在这里不比 CPU 快，往往还更慢。
+# n 很大时，GPU 成千上万个运算单元都有活可干，它就会领先，通常领先一个数量级以上；
+# 上面的表格打印的是在你的机器上测得的倍数。（在 NVIDIA GPU 上，PyTorch 默认用完整的
+# float32 做 float32 乘法，除非你用 `torch.set_float32_matmul_precision("high")`
+# 允许更快的 TF32 格式。）对写代码的启示是：交给 GPU 大块的工作，而不是许多小块。
+
+# %% [markdown]
+# ## 练习 2：在 GPU 上读写参数
+#
+# 保存 `state_dict`（参数张量本身，而不是 Python 对象），读回时用
+# `weights_only=True`：它只重建张量和普通容器，因此来自别处的文件无法在你的机器上
+# 执行代码。文件为每个张量记下了它被保存时所在的设备；`map_location` 告诉
+# `torch.load` 改把张量放到哪里。文件写进一个临时文件夹，用完即删。
+
+# %%
+net = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
+original = {name: t.cpu() for name, t in net.state_dict().items()}  # a copy to compare with
+
+with tempfile.TemporaryDirectory() as folder:
+    path = Path(folder) / "net.pt"
+    torch.save(net.state_dict(), path)
+    loads = {
+        "no map_location": torch.load(path, weights_only=True),
+        "map_location='cpu'": torch.load(path, map_location="cpu", weights_only=True),
+    }
+
+for how, state in loads.items():
+    exact = state.keys() == original.keys() and all(
+        torch.equal(state[name].cpu(), t) for name, t in original.items()
+    )
+    where = sorted({str(t.device) for t in state.values()})
+    print(f"{how:<20} tensors on {where}, every tensor exact: {exact}")
+
+clone = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10))
+clone.load_state_dict(loads["map_location='cpu'"])  # a model on the CPU, from a GPU's file
+pairs = zip(net.parameters(), clone.parameters(), strict=True)
+print("the CPU copy of the model is exact:", all(torch.equal(p.cpu(), q) for p, q in pairs))
+
+# %% [markdown]
+# 不指定 `map_location` 时，每个张量都回到它原来的设备：在 GPU 上保存的模型就是
+# `cuda:0`。在没有 CUDA 的机器上，这样读取会失败。我们在这里无法从 GPU 保存，
+# 但要求读到 `cuda:0` 会执行同一项检查，在没有 CUDA 的机器上打印同样的错误。
+# 再把整个模型对象（而不是它的 `state_dict`）存下来，就能看到 `weights_only=True`
+# 防范的是什么。
+
+# %% tags=["nbval-ignore-output"]
+with tempfile.TemporaryDirectory() as folder:
+    path = Path(folder) / "net.pt"
+    torch.save(net.state_dict(), path)
+    try:
+        torch.load(path, map_location="cuda:0", weights_only=True)
+        print("loaded onto cuda:0: this machine has CUDA")
+    except RuntimeError as error:
+        print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
+
+# %%
+with tempfile.TemporaryDirectory() as folder:
+    path = Path(folder) / "whole-model.pt"
+    torch.save(net, path)  # pickles the Python object, classes and all
+    try:
+        torch.load(path, weights_only=True)
+    except pickle.UnpicklingError as error:
+        reason = [line.strip() for line in str(error).splitlines() if "Unsupported global" in line]
+        print(f"{type(error).__name__}: {reason[0].split(' was ')[0] if reason else error}")
+
+# %% [markdown]
+# 所以安全的做法是：保存 `model.state_dict()`；读取时用 `weights_only=True`
+# 并给出 `map_location`（`"cpu"`、某个设备，或者像 `{"cuda:1": "cuda:0"}`
+# 这样的映射）；然后调用 `model.load_state_dict(...)`，再把模型移到你想要的设备上。
+# 先读到 CPU 上，还能避免一个很大的检查点在 GPU 上同时占两份内存。
+
+# %% [markdown]
+# ## 练习 3：记录 1000 次乘法结果的范数
+#
+# 我们计算 1000 对 100 x 100 矩阵的乘积，并记录每个乘积的 Frobenius 范数，
+# 用三种方式：
+#
+# - **(a)** 每次乘法后调用 `.item()`，把一个 Python 浮点数追加到列表里；
+# - **(b)** 把每个范数写进设备上的一个张量，最后只把这个张量复制到主机一次；
+# - **(c)** 用一次批量乘法 `torch.bmm` 算出所有乘积，再一次算出所有范数。
+
+# %%
+a = torch.randn(1000, 100, 100, device=device)
+b = torch.randn(1000, 100, 100, device=device)
+
+
+def log_with_item():  # (a)
+    return [torch.linalg.matrix_norm(a[i] @ b[i]).item() for i in range(len(a))]
+
+
+def log_on_device():  # (b)
+    log = torch.empty(len(a), device=device)
+    for i in range(len(a)):
+        log[i] = torch.linalg.matrix_norm(a[i] @ b[i])
+    return log.cpu()
+
+
+def log_batched():  # (c)
+    return torch.linalg.matrix_norm(torch.bmm(a, b)).cpu()
+
+
+# %% [markdown]
+# 三种方式记录的数字必须相同。(b) 与 (a) 的运算完全一样；(c) 的批量乘法
+# 可能以另一种顺序做加法，所以只在舍入误差范围内一致：
+
+# %%
+norms_a = torch.tensor(log_with_item())
+norms_b, norms_c = log_on_device(), log_batched()
+print("norms logged:", len(norms_a), len(norms_b), len(norms_c))
+print("(b) equals (a) exactly:", torch.equal(norms_b, norms_a))
+print("(c) equals (a) to 1e-4 (relative):", torch.allclose(norms_c, norms_a, rtol=1e-4))
+
+# %% tags=["nbval-ignore-output"]
+methods = {
+    "(a) .item() each step": log_with_item,
+    "(b) log on the device": log_on_device,
+    "(c) one batched product": log_batched,
+}
+logging = {  # the check above was the warm-up
+    name: d2l_gpu.benchmark(fn, device=device, min_run_time=0.1, warmup=0)
+    for name, fn in methods.items()
+}
+for name, m in logging.items():
+    print(f"{name:<24} {m.median * 1e3:8.2f} ms  (q1 to q3: {m.q1 * 1e3:.2f} to {m.q3 * 1e3:.2f})")
+base = logging["(a) .item() each step"].median
+print("time relative to (a):", ", ".join(f"{m.median / base:.2f}" for m in logging.values()))
+
+# %% tags=["nbval-ignore-output"]
+fig, ax = plt.subplots(figsize=(6, 3))
+ms = list(logging.values())
+bars_ms = [[e * 1e3 for e in side] for side in error_bars(ms)]
+ax.barh(list(logging), [m.median * 1e3 for m in ms], xerr=bars_ms, capsize=4)
+ax.invert_yaxis()
+ax.set(xlabel=f"milliseconds for 1000 products on {device} (linear scale)")
+ax.set_title("Median; bars: q1 to q3")
+plt.show()
+
+# %% [markdown]
+# **在 CPU 上。** CPU 上的操作在调用返回时就已经完成，所以 `.item()` 只是读取一个
+# 已经在内存里的数，没有什么需要等待，(a) 几乎和任何逐次循环的写法一样快。
+# (b) 甚至可能稍慢一点：`log[i] = ...` 在每一步多做一次 PyTorch 操作（选出那个位置，
+# 把值复制进去），有它自己的调用开销，而 `.item()` 只是一次普通的读取。
+# (c) 只付一次而不是 3000 次调用开销，并且交给库一个足够大的批次，可以分给所有核心，
+# 所以它通常最快。
+#
+# **在 GPU 上。** 在那里，一次调用只是把内核*排进队列*就立即返回，所以 Python 循环
+# 可以跑在 GPU 前面。(b) 正是这样：循环把 3000 个内核全部排进队列，GPU 一个接一个地
+# 连续执行，最后那一次复制是唯一的等待。在 (a) 中，每次 `.item()` 都必须等乘法和范数
+# 算完、那四个字节传回主机。等待期间 Python 线程并不占着什么要紧的锁（PyTorch 在等待时
+# 会释放 Python 的全局解释器锁 GIL）；真正的代价是循环停止了排队新工作。结果到达时，
+# GPU 已经无事可做，只能空等 Python 准备并启动下一次乘法：如此反复一千次。
+# 可以预期在 GPU 上 (a) 比 (b) 慢好几倍，而 (c) 更快。由此得出本章最后的那条规则：
+# 把记录留在设备上，成大块地搬运。
 
 # %% [markdown]
 # ## 练习 4：在两块 GPU 上同时做两次乘法
 #
-# 实验能测什么取决于机器，结果在 `kind` 字段里写明属于哪种情况：
+# 内核启动会立即返回，所以一个 Python 线程就能让两块 GPU 同时忙起来：
+# 在每块 GPU 上各启动一次乘法，然后等两者都完成。与在一块 GPU 上先后做这两次乘法相比，
+# 时间应当接近减半。这个单元格能测什么取决于机器，它会说明自己测的是哪种情况：
 #
-# - **两块或更多 GPU：** 在 GPU 0 上先后做两次乘法，对比在两块 GPU 上各做一次、
-#   同时进行。内核启动立即返回，所以一个 Python 线程就能让两块 GPU 都忙起来；
-#   每次乘法都足够大时，时间应接近减半（加速比接近 2）。
-# - **一块 CUDA GPU：** 最接近的真实实验是同一块 GPU 上的两个 CUDA 流。一次大乘法
-#   已经占满了 GPU，所以别指望有多少提升：只有当每个内核都让 GPU 有部分空闲时，
-#   流才能让它们重叠。这说明的是单个设备上的重叠，不是跨两个设备的扩展。
-# - **没有 GPU：** 用两个各限一个核心的 CPU 线程代替两个设备，对比一个这样的线程
-#   做完两次乘法。这是 CPU 上的测量，标明是替代品，与 GPU 无关。理想值是 2；两个核心
-#   共享内存带宽和缓存，在共用的机器上还有别的工作和它们争抢，通常会让它低一些，
-#   而测量的波动（看 IQR）也可能让某一次运行落在 2 的两侧。
+# - **两块或更多 GPU：** 就是这个实验本身，用较大的乘法；
+# - **一块 CUDA GPU：** 在它上面用两个 CUDA 流，让两次乘法*有可能*并行执行。
+#   一次大乘法已经能占满 GPU，所以预期收益很小；这是在一个设备上的重叠，
+#   不是跨两个设备的扩展；
+# - **没有 GPU：** 不可能得到 GPU 的结果。作为替身，让两个 CPU 线程各做一次乘法，
+#   并限制 PyTorch 每次乘法只用一个核心，与一个线程先后做两次相比。
+#   这测的是 CPU 核心，不是 GPU，输出里也这样标明。
 
 # %% tags=["nbval-ignore-output"]
-cs = experiments.two_products(quick=True)
-print(bench.format_two_products(cs))
+gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]
+if len(gpus) >= 2:
+    setting = f"two GPUs ({gpus[0]}, {gpus[1]})"
+    x, y = torch.randn(4096, 4096, device=gpus[0]), torch.randn(4096, 4096, device=gpus[1])
+    x2 = y.to(gpus[0])
 
-# %%
-print([row.mode for row in cs.rows])
+    def in_sequence():  # both products on the first GPU
+        x @ x
+        x2 @ x2
+        d2l_gpu.synchronize(gpus[0])
+
+    def at_once():  # one product on each GPU: the second launch does not wait for the first
+        x @ x
+        y @ y
+        d2l_gpu.synchronize(gpus[0])
+        d2l_gpu.synchronize(gpus[1])
+
+elif gpus and gpus[0].type == "cuda":
+    setting = f"one GPU ({gpus[0]}), two CUDA streams"
+    x, y = torch.randn(4096, 4096, device=gpus[0]), torch.randn(4096, 4096, device=gpus[0])
+    streams = [torch.cuda.Stream(gpus[0]), torch.cuda.Stream(gpus[0])]
+
+    def in_sequence():  # both products on the default stream, one after the other
+        x @ x
+        y @ y
+        d2l_gpu.synchronize(gpus[0])
+
+    def at_once():  # one product per stream: the GPU may overlap them
+        for stream, m in zip(streams, (x, y), strict=True):
+            stream.wait_stream(torch.cuda.current_stream(gpus[0]))  # x and y are ready
+            with torch.cuda.stream(stream):
+                m @ m
+        d2l_gpu.synchronize(gpus[0])
+
+else:
+    setting = "CPU STAND-IN, NOT A GPU RESULT: two threads, one core per product"
+    x, y = torch.randn(384, 384), torch.randn(384, 384)
+    pool = ThreadPoolExecutor(2)
+
+    def in_sequence():  # one thread does both
+        x @ x
+        y @ y
+
+    def at_once():  # two threads, one product each (PyTorch releases the GIL in a product)
+        for job in [pool.submit(torch.mm, x, x), pool.submit(torch.mm, y, y)]:
+            job.result()
+
+threads = torch.get_num_threads()
+torch.set_num_threads(1)  # one core per product; no effect on GPU products
+try:
+    # Each function waits for its own devices, so the clock needs no device to wait for.
+    pair = [d2l_gpu.benchmark(fn, device="cpu", min_run_time=0.15) for fn in (in_sequence, at_once)]
+finally:
+    torch.set_num_threads(threads)
+print(setting)
+for name, m in zip(("one after the other", "at the same time"), pair, strict=True):
+    print(f"  {name:<20} {m.median * 1e3:8.3f} ms  (q1 to q3: {m.q1 * 1e3:.3f} to {m.q3 * 1e3:.3f})")
+print(f"  speed-up: {pair[0].median / pair[1].median:.2f}x (ideal with two devices: 2)")
 
 # %% tags=["nbval-ignore-output"]
-plotting.plot_concurrency(cs)
+fig, ax = plt.subplots(figsize=(7, 2.5))
+bars_ms = [[e * 1e3 for e in side] for side in error_bars(pair)]
+ax.barh(["one after the other", "at the same time"], [m.median * 1e3 for m in pair],
+        xerr=bars_ms, capsize=4)
+ax.invert_yaxis()
+ax.set_xlabel("milliseconds for two products (linear scale)")
+ax.set_title(f"{setting}\nmedian; bars: q1 to q3", fontsize="medium")
 plt.show()
 
 # %% [markdown]
-# ## 在终端里运行全部练习
-#
-# 同样的测量，带进度条、表格、JSON 文件和图，不需要 Jupyter：在远程 GPU 机器上
-# 很方便。输出文件只写到你指定的位置。
-#
-# ```bash
-# python -m d2l_gpu bench --quick                  # 先快速看一眼
-# python -m d2l_gpu bench --device cuda:0 --json gpu.json --plot gpu.png
-# ```
+# 有两块 GPU 时，预期加速比接近 2：每块 GPU 做自己的乘法，唯一共享的工作是 Python
+# 启动两个内核，只需几微秒。只有一块 GPU、用两个流时，预期收益很小：两个流共享同一批
+# 运算单元，而一次大乘法已经让它们很忙了。CPU 替身介于两者之间：两个核心共享内存带宽
+# 和缓存，在共享的机器上，其他程序也在争用它们。
 #
 # ## 小结
 #
-# - GPU 在大乘法上占优，在很小的乘法上吃亏：每次调用无论大小都要付出一次启动和一次同步。
+# - GPU 在大乘法上占优，在很小的乘法上吃亏：无论大小，每次调用都要付启动的开销，
+#   读取结果时还要付等待的开销。
 # - 保存 `state_dict`，读取时用 `weights_only=True` 和 `map_location`，
-#   GPU 上保存的检查点在哪里都能打开。
-# - 循环里的 `.item()` 在 CPU 上代价很小，在 GPU 上每一步都是一次同步；
-#   把数值留在设备上，一次搬回。
-# - 两块 GPU 能同时做两次乘法；单块 GPU 上的多个流、CPU 上的多个线程是另外的实验，
-#   报告时也如实标明。
+#   在 GPU 上保存的检查点就能在任何地方打开。
+# - 循环里的 `.item()` 在 CPU 上代价很小；在 GPU 上，它让循环每一步都停止排队工作。
+#   把数值留在设备上，一次搬运。
+# - 两块 GPU 可以同时做两次乘法；一块 GPU 上的多个流或 CPU 上的多个线程是不同的实验，
+#   输出里也如实标明。

@@ -6,7 +6,7 @@
 # **你将学到**
 #
 # - `torchrun` 怎样为每个设备启动一个进程，并告诉每个进程它是谁；
-# - `d2l_gpu.distributed` 怎样给每个进程分配它自己的设备，并挑选适合所有进程的
+# - 每个进程怎样挑选自己的设备，所有进程又怎样商定一个适合每个进程的
 #   通信后端（`nccl` 或 `gloo`）；
 # - 怎样把同一个作业当作两台“服务器”来运行，这里是在 127.0.0.1 上启动两次；
 # - 为什么 `all_reduce` 这样的集合通信比它所替代的算术贵得多，消息越小越明显。
@@ -47,57 +47,91 @@ if d2l_gpu.num_gpus() == 0:
 # - `LOCAL_RANK`：本进程在这台机器上的编号，它决定该用哪块 GPU；
 # - `MASTER_ADDR`、`MASTER_PORT`：各进程碰头、建立连接的地址。
 #
-# `d2l_gpu.distributed` 里的演示程序读取的就是这些变量。本笔记本的内核不是由
-# `torchrun` 启动的，它在任何作业里都没有位置，所以演示程序不会傻等永远不来的同伴，
-# 而是拒绝启动，并告诉你该怎样启动它：
+# 本笔记本的演示是一个普通程序 `all_reduce_demo.py`，放在笔记本旁边的 `scripts`
+# 文件夹里；下面会展示它的函数。本笔记本的内核不是由 `torchrun` 启动的，
+# 所以它不属于任何作业：
 
 # %%
+import ast
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
 from d2l_gpu import distributed
 
-print("inside torchrun:", distributed.rank_env() is not None)
+DEMO = Path("..", "scripts", "all_reduce_demo.py")
+if "google.colab" in sys.modules and not DEMO.is_file():  # Colab opened this notebook alone
+    repository = "https://github.com/d2l-gpu/d2l-gpu"
+    subprocess.run(["git", "clone", "--quiet", "--depth", "1", repository, "d2l-gpu"], check=True)
+    DEMO = Path("d2l-gpu", "notebooks", "scripts", "all_reduce_demo.py")
+print("inside torchrun:", distributed.local_rank() is not None)
 
-# %% tags=["nbval-ignore-output"]
-print(distributed.launch_hint())
+# %% [markdown]
+# 即使用普通的 Python 运行这个演示程序，它也不会傻等永远不来的同伴，
+# 而是告诉你该怎样启动它，并以状态码 2 退出：
+
+# %%
+plain = subprocess.run([sys.executable, str(DEMO)], capture_output=True, text=True, timeout=60)
+print("exit status:", plain.returncode)
+print(plain.stderr)
 
 # %% [markdown]
 # ## 第一课：每个进程拥有一个设备
 #
-# 每个进程通过 `d2l_gpu.try_gpu` 取本机第 `LOCAL_RANK` 块 GPU；没有这块 GPU 时就用 CPU。
-# 在这台只有 CPU 的机器上，每个本地编号分到的都是 CPU；在一台有四块 GPU 的服务器上，
-# 本地编号 0 到 3 会分到 `cuda:0` 到 `cuda:3`，第五个进程则分到 CPU。
+# `d2l_gpu.distributed.rank_device(LOCAL_RANK)` 让一台机器上的每个进程拿到自己的 GPU：
+# 本地编号 0 拿第一块，本地编号 1 拿第二块，依此类推。进程比 GPU 多时，就依次轮流分配，
+# 于是有些进程会共用一块 GPU。启动器也可以为每个进程单独设置 `CUDA_VISIBLE_DEVICES`，
+# 给每个进程一块专属的 GPU；这时每个进程只看得见一块 GPU，即 `cuda:0`，就用它。
+# 没有 GPU 时，每个进程都在 CPU 上计算。下面是本地编号 0 到 3 在这台机器上会分到的设备：
 
 # %%
 print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
 
 # %% [markdown]
 # 进程之间还得约定怎样通信。`nccl` 在 NVIDIA GPU 之间直接传数据（走 NVLink 或网络），
-# 要求每个进程都有一个 CUDA 设备；`gloo` 哪里都能用，包括 CPU 张量。演示程序的各个进程
-# 先通过 `torchrun` 的碰头点交换各自的设备类型，于是大家做出同样的选择：
-# 如果各进程选了不同的后端，它们会永远互相等待。
+# 但前提是每个进程都有一块*自己的* GPU：两个进程共用一块 GPU 时，它会以
+# “Duplicate GPU detected” 报错停下。`gloo` 哪里都能用，CPU 张量和 GPU 张量都行。
+# 单个进程自己看不出别的进程是否在用同一块 GPU：两个进程里的 `cuda:0`
+# 可能是同一块卡，也可能是两块。所以各进程先在一个 `gloo` 组里碰头，
+# 交换各自设备的一个在所有进程里都相同的名字：GPU 的 UUID，或者 `cpu`。
+# 然后每个进程根据同一份列表做出同样的选择；如果各进程选得不一样，它们会永远互相等待。
 
 # %%
-for types in (["cuda", "cuda"], ["cuda", "cpu"], ["cpu", "cpu"]):
-    print(types, "->", distributed.choose_backend(types))
-print(["cuda", "cuda"], "asking for gloo ->", distributed.choose_backend(["cuda", "cuda"], "gloo"))
+examples = {
+    "a GPU per process": ["cuda GPU-1111", "cuda GPU-2222"],
+    "two processes, one GPU": ["cuda GPU-1111", "cuda GPU-1111"],
+    "a process without GPU": ["cuda GPU-1111", "cpu"],
+}
+for case, identities in examples.items():
+    why = "; ".join(distributed.nccl_problems(identities))
+    print(f"{case:<24} -> {distributed.choose_backend(identities)}" + (f" ({why})" if why else ""))
 
 # %% [markdown]
-# 在某个进程没有 GPU 时要求用 `nccl`，会被拒绝；错误信息指出是哪个进程，以及可以改用什么：
+# 在 `nccl` 行不通的地方要求用它，会在任何数据移动之前被拒绝，
+# 错误信息会说明原因，以及可以改用什么：
 
-# %% tags=["raises-exception"]
-distributed.choose_backend(["cuda", "cpu"], "nccl")
+# %%
+try:
+    distributed.choose_backend(["cuda GPU-1111", "cuda GPU-1111"], "nccl")
+except RuntimeError as error:
+    print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
+# `distributed.process_group()` 在进入时做完上面这一切，退出时再离开进程组，
+# 即使里面的代码抛出了异常也一样。
+#
 # ## 第二课：运算之前，数据要在正确的设备上
 #
 # 集合通信和其他运算一样：每个进程交出一个放在它自己设备上的张量。`all_reduce`
 # 把所有进程的张量加起来，并把和留在每个进程的张量里。演示程序直接在本进程的设备上
-# 创建张量，然后用预期的和来核对结果（使用 `nccl` 时，留在 CPU 上的张量会被拒绝，
-# 就像在一个进程里跨设备计算 `x + y` 会报错一样）：
+# 创建张量，然后用预期的和来核对结果；和不对时，作业以错误结束：
 
 # %%
-import inspect
-
-print(inspect.getsource(distributed.check_all_reduce).rstrip())
+source = DEMO.read_text(encoding="utf-8")
+for node in ast.parse(source).body:
+    if isinstance(node, ast.FunctionDef) and node.name in ("check_all_reduce", "main"):
+        print(ast.get_source_segment(source, node), end="\n\n")
 
 # %% [markdown]
 # ## 从笔记本里启动作业
@@ -105,30 +139,17 @@ print(inspect.getsource(distributed.check_all_reduce).rstrip())
 # `torchrun` 是一个命令行程序（`python -m torch.distributed.run` 与它等价），
 # 所以下面的单元格用本笔记本的 Python 以子进程方式启动它，工作目录是一个临时文件夹，
 # 并设了时间上限：如果作业在等一个永远不来的同伴，这里会报错，而不会让笔记本卡住。
-# 各进程往同一个终端打印，谁先到谁先写，所以笔记本先把它们的输出行排好序再打印。
+# 各进程往同一个终端打印，谁先到谁先写，所以笔记本先把它们的输出行排好序。
 
 # %%
-import os
-import socket
-import subprocess
-import tempfile
-
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-JOB_ENV = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARS}
-workdir = tempfile.gettempdir()  # torchrun writes nothing there; never the repository
 
 
-def start(*args):
-    """Start `torchrun ARGS` in the background; its output is collected by finish()."""
-    return subprocess.Popen(
-        [*TORCHRUN, *args],
-        env=JOB_ENV,
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def start(torchrun_options, demo_options, folder):
+    """Start `torchrun OPTIONS all_reduce_demo.py OPTIONS` in `folder`; see finish()."""
+    command = [*TORCHRUN, *torchrun_options, str(DEMO.resolve()), *demo_options]
+    pipe = subprocess.PIPE
+    return subprocess.Popen(command, cwd=folder, stdout=pipe, stderr=pipe, text=True)
 
 
 def finish(job, timeout=60):
@@ -145,18 +166,18 @@ def finish(job, timeout=60):
 
 
 def rank_lines(out, marker):
-    """The lines of every rank that contain `marker`, in rank order."""
+    """The lines of every process that contain `marker`, in rank order."""
     return sorted(line for line in out.splitlines() if line.startswith("rank ") and marker in line)
 
 
 # %% [markdown]
-# 在这台机器上启动两个进程，计时用三种消息大小（边长为 8、64、512 的 float32 方阵，
-# 分别是 256 字节、16 KiB 和 1 MiB）。前几行显示每个进程的编号、设备，以及大家商定的后端；
-# 接着由 0 号进程打印计时表。
+# 在这台机器上启动两个进程，计时用两种消息大小：边长为 8 和 512 的 float32 方阵，
+# 也就是 256 字节和 1 MiB。前几行显示每个进程的编号、设备，以及大家商定的后端；
+# 接着由 0 号进程打印计时结果和它们的比值。
 
 # %% tags=["nbval-ignore-output"]
-job = start(*"--nproc-per-node 2 -m d2l_gpu.distributed --sizes 8 64 512 --repeats 10".split())
-out = finish(job)
+with tempfile.TemporaryDirectory() as folder:
+    out = finish(start(["--nproc-per-node", "2"], ["--sizes", "8", "512"], folder))
 print(*rank_lines(out, "device"), sep="\n")
 print(*(line for line in out.splitlines() if not line.startswith("rank ")), sep="\n")
 
@@ -166,30 +187,24 @@ print(*(line for line in out.splitlines() if not line.startswith("rank ")), sep=
 
 # %%
 print(*rank_lines(out, "all_reduce(sum)"), sep="\n")
-devices = [line.split("device ")[1].split(",")[0] for line in rank_lines(out, "device")]
-backends = {line.rsplit("backend ", 1)[1] for line in rank_lines(out, "device")}
-chosen = distributed.choose_backend([torch.device(d).type for d in devices])
-print("backend agrees with choose_backend:", backends == {chosen})
 
 # %% [markdown]
 # ## 第三课：通信比计算更贵
 #
-# 这张表针对同一个矩阵比较三件事：`all_reduce`（两个矩阵分别在两个进程里，对它们求和）、
-# 本地求和 `x + y`，以及矩阵乘法 `x @ x`。计时有两个要点。集合通信要等所有进程都参与
-# 才会完成，而 `d2l_gpu.benchmark` 会自行决定调用函数多少次，所以不能用它来计时：
+# 0 号进程针对同一个矩阵，把 `all_reduce`（两个矩阵分别在两个进程里，对它们求和）
+# 与本地求和 `x + y` 和矩阵乘法 `x @ x` 做了比较。有两个要点。集合通信要等所有进程
+# 都参与才会完成，而 `d2l_gpu.benchmark` 会自行决定调用函数多少次，所以不能用它来计时：
 # 两个进程的调用次数会不同，其中一个将永远等下去。演示程序固定调用次数，每次调用前用
-# barrier 让各进程对齐，同步设备，并报告 0 号进程时钟的中位数。本地运算不需要同伴，
+# barrier 让各进程对齐，并在读时钟之前等设备做完。本地运算不需要同伴，
 # 照常用 `d2l_gpu.benchmark` 计时。
 #
-# 在这次 CPU 运行中可以看到：256 字节的 `all_reduce` 要花几百微秒到几毫秒
-# （在一台又小又忙的机器上波动很大，请看 IQR），而本地求和只要几微秒，两者相差几百倍。这就是延迟：唤醒另一个进程、经过操作系统往返一趟的开销，
-# 数据再少也得付，正像旁注里许多次小复制的情形。到了 1 MiB，`all_reduce` 仍然是 `x + y`
-# 的几十倍甚至更多，但 512 x 512 的矩阵乘法已经和发送这个矩阵差不多贵了（在这台机器上，
-# 最后一列的比值接近 1，有时小于 1）：乘法的工作量随边长的立方增长，数据量只随平方增长。
-# （除非 `OMP_NUM_THREADS` 另有设定，`torchrun` 给每个进程只分一个 CPU 线程，
-# 所以乘法只用一个核。）
+# 请看它打印的比值。对 256 字节的矩阵，`all_reduce` 是本地求和的许多倍：这就是延迟，
+# 即唤醒另一个进程、经过操作系统往返一趟的开销，数据再少也得付，正像本节旁注里
+# 许多次小复制的情形。对 1 MiB 的矩阵，比较的结果变了：乘法的工作量随边长的立方增长，
+# 数据量只随平方增长，所以乘法追上了通信。（除非 `OMP_NUM_THREADS` 另有设定，
+# `torchrun` 给每个进程只分一个 CPU 线程，所以在 CPU 上每次乘法只用一个核。）
 #
-# 在 GPU 上用 `nccl` 时，这张表值得你亲自跑一遍：512 x 512 的矩阵乘法会变得非常快，
+# 在 GPU 上用 `nccl` 时，这张表值得你亲自跑一遍：乘法会变得非常快，
 # 而集合通信仍要付一笔固定的启动开销，所以在更大范围的消息大小上通信都占主导。
 # 这就是训练代码把梯度攒成大块再发送、并让发送与下一批梯度的计算重叠进行，
 # 而不是把每个小张量单独发出去的原因。
@@ -197,35 +212,34 @@ print("backend agrees with choose_backend:", backends == {chosen})
 # %% [markdown]
 # ## 两台服务器
 #
-# 在两台真正的服务器上，两边运行同一条命令，只改 `--node-rank`；`HOST:PORT`
+# 在两台真正的服务器上，两边运行*同一条*命令；`HOST:PORT`
 # 是第一台服务器的一个地址，第二台必须能访问到它：
 #
 # ```bash
-# # 在服务器 0 上（它的地址是 HOST）
-# torchrun --nnodes 2 --node-rank 0 --nproc-per-node 4 --rdzv-backend c10d \
-#     --rdzv-id my-job --rdzv-endpoint HOST:29500 -m d2l_gpu.distributed
-# # 在服务器 1 上
-# torchrun --nnodes 2 --node-rank 1 --nproc-per-node 4 --rdzv-backend c10d \
-#     --rdzv-id my-job --rdzv-endpoint HOST:29500 -m d2l_gpu.distributed
+# torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d \
+#     --rdzv-id my-job --rdzv-endpoint HOST:29500 all_reduce_demo.py
 # ```
 #
-# `c10d` 碰头机制会等两台服务器都加入，再给全部八个进程编号（按服务器加入的先后，
-# 所以哪一台拿到 0 号进程都有可能）。这里两台“服务器”都是本机：启动两次 `torchrun`，
-# 每次一个进程，在 127.0.0.1 的一个空闲端口碰头。`--local-addr 127.0.0.1`
-# 让它们的所有通信都走回环接口。
+# `c10d` 碰头机制会等两台服务器都加入，然后按加入的先后给服务器以及其上的进程编号：
+# 哪一台拿到 0 号进程都有可能，`--node-rank` 在这里不起作用（只有用固定的服务器名单，
+# 即 `--rdzv-backend static` 时它才有意义）。这里两台“服务器”都是本机：启动两次
+# `torchrun`，每次一个进程，在 127.0.0.1 的一个空闲端口碰头。`--local-addr 127.0.0.1`
+# 让它们的通信都走回环接口。两个进程的本地编号都是 0，所以在只有一块 GPU 的机器上
+# 两者都会用 `cuda:0`；交换设备名字时会发现这一点，于是它们改用 `gloo`。
 
 # %% tags=["nbval-ignore-output"]
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
 two_nodes = (
-    "--nnodes 2 --node-rank {node} --nproc-per-node 1 --rdzv-backend c10d --rdzv-id two-nodes "
-    "--rdzv-endpoint 127.0.0.1:{port} --local-addr 127.0.0.1 -m d2l_gpu.distributed --sizes"
+    f"--nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-id two-nodes "
+    f"--rdzv-endpoint 127.0.0.1:{port} --local-addr 127.0.0.1"
 )
-nodes = [start(*two_nodes.format(node=node, port=port).split()) for node in (0, 1)]
-node_out = [finish(node) for node in nodes]
-for node, out in enumerate(node_out):
-    print(f"node {node}:", *rank_lines(out, "device"), sep="\n  ")
+with tempfile.TemporaryDirectory() as folder:
+    nodes = [start(two_nodes.split(), ["--sizes"], folder) for _ in range(2)]
+    node_out = [finish(node) for node in nodes]
+for launch, out in enumerate(node_out):
+    print(f"launch {launch}:", *rank_lines(out, "device"))
 
 # %% [markdown]
 # 每次启动都只有本地编号 0，但两者合起来组成一个有两个进程的作业，
@@ -235,7 +249,7 @@ for node, out in enumerate(node_out):
 both = "\n".join(node_out)
 print(*rank_lines(both, "all_reduce(sum)"), sep="\n")
 local_ranks = [line.split("local rank ")[1].split(",")[0] for line in rank_lines(both, "device")]
-print("local ranks:", sorted(local_ranks))
+print("local ranks:", local_ranks)
 
 # %% [markdown]
 # ## 当某个进程出错
@@ -243,22 +257,23 @@ print("local ranks:", sorted(local_ranks))
 # 如果一个进程抛出异常，其他进程会在下一次集合通信里永远等它。`torchrun`
 # 监视着它启动的进程，一旦有一个以错误退出，就立即停掉其余进程，并打印一份摘要，
 # 其中的 “Root Cause” 就是出错进程的回溯信息。可以用演示程序的 `--fail-rank 1`
-# 选项试试：`torchrun --nproc-per-node 2 -m d2l_gpu.distributed --fail-rank 1`
+# 选项试试：`torchrun --nproc-per-node 2 all_reduce_demo.py --fail-rank 1`
 # 会在几秒内以错误退出，并显示 `RuntimeError: rank 1 failed on purpose`。
 #
 # ## 小结
 #
 # - `torchrun` 为每个设备启动一个进程，并告诉它 `RANK`、`WORLD_SIZE` 和 `LOCAL_RANK`；
 #   同一个脚本既能在一台机器上跑，也能在多台机器上跑。
-# - 每个进程拥有一个设备（第 `LOCAL_RANK` 块 GPU，或者 CPU），它要发送的张量必须已经在那里；
-#   通信后端必须适合每一个进程。
+# - 每个进程拥有一个设备，它要发送的张量必须已经在那里。
+# - 通信后端必须适合每一个进程：`nccl` 要求每个进程有一块自己的 GPU，
+#   而这一点只有各进程合在一起才能查明；`gloo` 哪里都能运行。
 # - 集合通信比它所替代的算术贵得多，小消息的开销主要是延迟：少发几次，每次多发一些。
 #
 # ## 练习
 #
 # 1. 分别用 1、2、4 个进程（`--nproc-per-node`）运行演示程序。
 #    小消息和 1 MiB 消息的时间怎样随进程数变化？
-# 2. 加上更大的尺寸（`--sizes 1024 2048`）。从多大开始，`all_reduce` 不再受延迟限制，
-#    也就是时间与发送的字节数成正比增长？
+# 2. 加上更大的尺寸（`--sizes 1024 2048`）。从多大开始，`all_reduce`
+#    的时间与它发送的字节数成正比增长？
 # 3. 在有两块 GPU 的机器上比较 `--backend nccl` 和 `--backend gloo`。
 #    哪一个在两块卡之间传数据时不经过 CPU？
