@@ -54,6 +54,14 @@ if d2l_gpu.num_gpus() == 0:
 # steps. Keeping the log as a tensor on the device and moving it once at the end
 # avoids both costs.
 #
+# The book blames Python's global interpreter lock (GIL) for the stall. That is
+# not where the time goes: PyTorch releases the GIL while `.item()` waits, so
+# other Python threads keep running. What is lost is the *queue*. The thread
+# that drives training cannot launch step `k + 1` before step `k` has finished
+# on the GPU and its number has crossed the bus, so each step adds a round trip
+# (a synchronization and a tiny copy), and the GPU idles while Python prepares
+# the next step's launches.
+#
 # Here is a small regression trained both ways. The two loops do the same
 # arithmetic and record the same losses; they differ only in when the losses
 # come back to the host.
