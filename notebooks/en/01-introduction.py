@@ -1,5 +1,5 @@
 # %% [markdown]
-# # GPUs: why they matter and what this machine has
+# # Introduction: why GPUs matter, and what this machine has
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/01-introduction.ipynb)
 #
@@ -87,7 +87,6 @@ else:
 print("PyTorch built with CUDA:", torch.version.cuda, "| with ROCm (HIP):", torch.version.hip)
 
 # %% [markdown]
-#
 # ## Every tensor lives on a device
 #
 # A PyTorch tensor looks and behaves much like a NumPy array, with one addition:

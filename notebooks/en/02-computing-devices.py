@@ -6,7 +6,7 @@
 # **What you will learn**
 #
 # - how PyTorch names the CPU and each GPU, and what one GPU device stands for;
-# - how to count the GPUs a machine has;
+# - how to count the GPUs a machine has, and which of them a process sees;
 # - two helpers, `try_gpu` and `try_all_gpus`, that let the same code run with
 #   or without the GPU it asks for.
 #

@@ -110,12 +110,12 @@ print(fast)
 print(f"on {device}, logging every step takes {slow.median / fast.median:.2f}x as long")
 
 # %% [markdown]
-# On a CPU-only machine, as in the stored output, the two are about as fast:
+# On a CPU-only machine, as in the stored output, the ratio stays close to 1:
 # there is no separate device to wait for, and turning a CPU tensor into a Python
-# number costs a microsecond or so, next to a training step of a few hundred. The
-# lesson shows on a GPU, where each `.item()` drains the GPU's queue. How large
-# the gap is there depends on the model: the smaller each step, the larger the
-# share of time lost to waiting. Run this cell on a GPU to see it.
+# number is a tiny part of a training step. The lesson shows on a GPU, where each
+# `.item()` drains the GPU's queue. How large the gap is there depends on the
+# model: the smaller each step, the larger the share of time lost to waiting.
+# Run this cell on a GPU to see it.
 #
 # ## Where to go from here
 #
