@@ -67,24 +67,21 @@ except RuntimeError as error:
 # name that carries an index.
 
 # %%
-print(
-    'torch.device("cuda") == torch.device("cuda:0"):',
-    torch.device("cuda") == torch.device("cuda:0"),
-)
-print(
-    'index of "cuda":',
-    torch.device("cuda").index,
-    '| index of "cuda:0":',
-    torch.device("cuda:0").index,
-)
+plain, first = torch.device("cuda"), torch.device("cuda:0")
+print("equal:  ", plain == first)
+print("indices:", plain.index, first.index)
+
+# %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
     on_gpu = torch.ones(1, device="cuda")
     print("a tensor made with device='cuda' is on", on_gpu.device)
     print("its device == torch.device('cuda'):", on_gpu.device == torch.device("cuda"))
     print("its device.type == 'cuda':         ", on_gpu.device.type == "cuda")
+else:
+    print("No CUDA GPU: no tensor can be made with device='cuda' here.")
 
 # %% [markdown]
-# On a CUDA machine the last three lines show `cuda:0`, `False` and `True`.
+# On a CUDA machine the cell above shows `cuda:0`, `False` and `True`.
 #
 # The idiom seen in most PyTorch code picks the device in one line, with
 # `torch.cuda.is_available()`, which is true when PyTorch was built with CUDA
@@ -132,10 +129,11 @@ print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
 # that starts Python or Jupyter (`CUDA_VISIBLE_DEVICES=1 python train.py`), not
 # in a cell of a running notebook.
 #
-# The cell below starts a fresh Python process with the variable set and lets
-# it count. With fewer than two GPUs it hides them all, and the child counts
-# none. With two or more it shows only the last one, and the child finds that
-# card as `cuda:0`: the same name this process lists last.
+# On a machine with CUDA GPUs, the cell below starts a fresh Python process with
+# the variable set and lets it count. With one GPU it hides it, and the child
+# counts none. With two or more it shows only the last one, and the child finds
+# that card as `cuda:0`: the same name this process lists last. Without a CUDA
+# GPU there is nothing to hide, and the cell only says so.
 
 # %% tags=["nbval-ignore-output"]
 import os
@@ -146,14 +144,17 @@ import torch
 names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 print(len(names), "CUDA GPU(s):", names)
 """
-visible = str(torch.cuda.device_count() - 1) if torch.cuda.device_count() >= 2 else ""
-env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": visible}
-run = subprocess.run(
-    [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True
-)
 names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 print("this process sees", len(names), "CUDA GPU(s):", names)
-print(f"a child with CUDA_VISIBLE_DEVICES={visible!r} sees", run.stdout.strip())
+if names:
+    visible = str(len(names) - 1) if len(names) >= 2 else ""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": visible}
+    run = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True
+    )
+    print(f"a child with CUDA_VISIBLE_DEVICES={visible!r} sees", run.stdout.strip())
+else:
+    print("No CUDA GPU to hide or renumber, so no child process is started here.")
 
 # %% [markdown]
 # Inside one process, `torch.cuda.set_device(i)` changes what plain `cuda`

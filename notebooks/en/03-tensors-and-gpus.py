@@ -229,47 +229,30 @@ print("Y:", tuple(Y.shape), Y.dtype)
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-fig, ax = plt.subplots(figsize=(7, 2.8))
-ax.set(xlim=(0, 10.4), ylim=(0, 4))
+fig, ax = plt.subplots(figsize=(7.5, 2.8))
+ax.set(xlim=(0, 11), ylim=(0, 4))
 ax.axis("off")
-for left, name in [(0.2, "CPU (main memory)"), (3.7, "GPU 0"), (7.2, "GPU 1")]:
-    ax.add_patch(
-        FancyBboxPatch((left, 0.3), 3.0, 3.2, boxstyle="round,pad=0.05", fc="whitesmoke", ec="gray")
-    )
-    ax.text(left + 1.5, 3.15, name, ha="center", weight="bold")
-ax.text(1.7, 1.8, "Python queues\nthe work", ha="center", va="center", color="dimgray")
-places = {"X": (5.2, 1.8), "Y": (8.0, 2.5), "Z": (8.0, 1.1), "Y + Z": (9.6, 1.8)}
+for left, name in [(0.2, "CPU"), (3.8, "GPU 0"), (7.4, "GPU 1")]:
+    outline = FancyBboxPatch((left, 0.3), 3.2, 3.2, boxstyle="round,pad=0.05", fc="whitesmoke")
+    ax.add_patch(outline)
+    ax.text(left + 1.6, 3.15, name, ha="center", weight="bold")
+ax.text(
+    1.8, 1.8, "main memory;\nPython queues\nthe work", ha="center", va="center", color="dimgray"
+)
+places = {"X": (5.0, 2.3), "Y": (8.1, 2.5), "Z": (8.1, 1.1), "Y + Z": (9.9, 1.8)}
 for label, (x, y) in places.items():
-    ax.text(
-        x,
-        y,
-        label,
-        ha="center",
-        va="center",
-        size=12,
-        bbox={"boxstyle": "round", "fc": "lightyellow", "ec": "black"},
-    )
-
-
-def arrow(start, end, text, color):
-    ax.add_patch(
-        FancyArrowPatch(
-            places[start],
-            places[end],
-            arrowstyle="-|>",
-            mutation_scale=14,
-            color=color,
-            shrinkA=14,
-            shrinkB=14,
-        )
-    )
-    (x0, y0), (x1, y1) = places[start], places[end]
-    ax.text((x0 + x1) / 2, (y0 + y1) / 2 - 0.35, text, ha="center", size=9, color=color)
-
-
-arrow("X", "Z", "copy: Z = X.to('cuda:1')", "tab:red")
-arrow("Y", "Y + Z", "add", "tab:blue")
-arrow("Z", "Y + Z", "", "tab:blue")
+    box = {"boxstyle": "round", "fc": "lightyellow", "ec": "black"}
+    ax.text(x, y, label, ha="center", va="center", size=12, bbox=box)
+for start, end, color in [
+    ("X", "Z", "tab:red"),
+    ("Y", "Y + Z", "tab:blue"),
+    ("Z", "Y + Z", "tab:blue"),
+]:
+    arrow = {"arrowstyle": "-|>", "mutation_scale": 14, "shrinkA": 14, "shrinkB": 18}
+    line = FancyArrowPatch(places[start], places[end], color=color, **arrow)
+    ax.add_patch(line)
+ax.text(5.4, 0.7, "copy: Z = X.to('cuda:1')", ha="center", size=9, color="tab:red")
+ax.text(9.9, 2.5, "add", ha="center", size=9, color="tab:blue")
 plt.show()
 
 # %% [markdown]

@@ -62,24 +62,21 @@ except RuntimeError as error:
 # 比较，结果永远是假；应当比较设备类型，或者使用带编号的名字。
 
 # %%
-print(
-    'torch.device("cuda") == torch.device("cuda:0"):',
-    torch.device("cuda") == torch.device("cuda:0"),
-)
-print(
-    'index of "cuda":',
-    torch.device("cuda").index,
-    '| index of "cuda:0":',
-    torch.device("cuda:0").index,
-)
+plain, first = torch.device("cuda"), torch.device("cuda:0")
+print("equal:  ", plain == first)
+print("indices:", plain.index, first.index)
+
+# %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
     on_gpu = torch.ones(1, device="cuda")
     print("a tensor made with device='cuda' is on", on_gpu.device)
     print("its device == torch.device('cuda'):", on_gpu.device == torch.device("cuda"))
     print("its device.type == 'cuda':         ", on_gpu.device.type == "cuda")
+else:
+    print("No CUDA GPU: no tensor can be made with device='cuda' here.")
 
 # %% [markdown]
-# 在 CUDA 机器上，最后三行依次显示 `cuda:0`、`False` 和 `True`。
+# 在 CUDA 机器上，上面这个单元格依次显示 `cuda:0`、`False` 和 `True`。
 #
 # 大多数 PyTorch 代码用一行惯用写法选设备，靠的是 `torch.cuda.is_available()`：
 # PyTorch 编译时支持 CUDA（或 ROCm），并且驱动至少找到一块 GPU，它才返回真。
@@ -122,9 +119,10 @@ print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
 # 这个变量只在进程第一次调用 CUDA 时读取一次，所以应当写在启动 Python 或 Jupyter 的命令里
 # （`CUDA_VISIBLE_DEVICES=1 python train.py`），而不是写在一个已经在运行的笔记本的某个单元格里。
 #
-# 下面的单元格设好这个变量，启动一个新的 Python 子进程，让它自己数。
-# GPU 少于两块时，变量把它们全部隐藏，子进程一块也数不到；有两块或更多时，
+# 在有 CUDA GPU 的机器上，下面的单元格设好这个变量，启动一个新的 Python 子进程，让它自己数。
+# 只有一块 GPU 时，变量把它隐藏，子进程一块也数不到；有两块或更多时，
 # 只留下最后一块，子进程把它看作 `cuda:0`，名字正是本进程列出的最后一块卡。
+# 没有 CUDA GPU 时无可隐藏，单元格只说明这一点。
 
 # %% tags=["nbval-ignore-output"]
 import os
@@ -135,14 +133,17 @@ import torch
 names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 print(len(names), "CUDA GPU(s):", names)
 """
-visible = str(torch.cuda.device_count() - 1) if torch.cuda.device_count() >= 2 else ""
-env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": visible}
-run = subprocess.run(
-    [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True
-)
 names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 print("this process sees", len(names), "CUDA GPU(s):", names)
-print(f"a child with CUDA_VISIBLE_DEVICES={visible!r} sees", run.stdout.strip())
+if names:
+    visible = str(len(names) - 1) if len(names) >= 2 else ""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": visible}
+    run = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True
+    )
+    print(f"a child with CUDA_VISIBLE_DEVICES={visible!r} sees", run.stdout.strip())
+else:
+    print("No CUDA GPU to hide or renumber, so no child process is started here.")
 
 # %% [markdown]
 # 在一个进程内部，`torch.cuda.set_device(i)` 会改变单写的 `cuda` 所指的卡，从 `cuda:0` 变成 `cuda:i`。
