@@ -326,6 +326,18 @@ def _zh_paragraphs(path: Path) -> list[str]:
     return [p for text in cells for p in re.split(r"\n\s*\n", text)]
 
 
+def _glossary_problems(paragraphs: list[str]) -> list[str]:
+    problems = []
+    for paragraph in paragraphs:
+        prose = _INLINE_CODE.sub("", paragraph)
+        problems += [f"calque {m!r}" for m in _CALQUES.findall(prose)]
+        problems += [f"单元 without 格 in {prose[:30]!r}" for _ in _LONE_UNIT.findall(prose)]
+        problems += [f"straight or corner quote in {prose[:30]!r}" for q in '"「」' if q in prose]
+        if "笔记本电脑" in prose and "笔记本" in prose.replace("笔记本电脑", ""):
+            problems.append(f"笔记本 and 笔记本电脑 in one paragraph: {prose[:30]!r}")
+    return problems
+
+
 @pytest.mark.parametrize(
     "path",
     [
@@ -336,15 +348,36 @@ def _zh_paragraphs(path: Path) -> list[str]:
 )
 def test_chinese_prose_follows_the_glossary(path):
     """The rules of notebooks/zh/README.md that a machine can check."""
-    problems = []
-    for paragraph in _zh_paragraphs(path):
-        prose = _INLINE_CODE.sub("", paragraph)
-        problems += [f"calque {m!r}" for m in _CALQUES.findall(prose)]
-        problems += [f"单元 without 格 in {prose[:30]!r}" for _ in _LONE_UNIT.findall(prose)]
-        problems += [f"straight or corner quote in {prose[:30]!r}" for q in '"「」' if q in prose]
-        if "笔记本电脑" in prose and "笔记本" in prose.replace("笔记本电脑", ""):
-            problems.append(f"笔记本 and 笔记本电脑 in one paragraph: {prose[:30]!r}")
+    problems = _glossary_problems(_zh_paragraphs(path))
     assert not problems, f"{_rel(path)}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize(
+    "paragraph",
+    [
+        "它返回由数字组成的普通行。",
+        "把它变成 Python 数。",
+        "用它除以中位时间。",
+        "每十年就翻上一千倍。",
+        "再经过 PyTorch 的调度器。",
+        "下一个单元会安装它。",
+        '所谓"传输"只是一次复制。',
+        "所谓「传输」只是一次复制。",
+        "没有 GPU 的笔记本电脑也能运行这个笔记本。",
+    ],
+)
+def test_the_glossary_check_catches_each_rule(paragraph):
+    assert _glossary_problems([paragraph])
+
+
+def test_the_glossary_check_accepts_good_prose():
+    good = '笔记本里的每个单元格都能运行；`"gpu"` 是代码。得到单元素张量里的 Python 数值和中位数。'
+    assert _glossary_problems([good, "没有 GPU 的笔记本电脑也能跑。"]) == []
+
+
+@pytest.mark.parametrize("text", ["/work/main/.venv/bin/python", "in /home/ada/x.py", "/tmp/abc"])
+def test_the_folder_check_catches_machine_folders(text):
+    assert _MACHINE_FOLDER.search(text)
 
 
 def test_glossary_exists_and_names_each_checked_term():
