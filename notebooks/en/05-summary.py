@@ -100,19 +100,27 @@ print("loss went down:", at_the_end[-1] < at_the_end[0])
 
 # %% [markdown]
 # Now the cost of each, timed with `d2l_gpu.benchmark` (synchronized, median and
-# IQR of repeated runs):
+# IQR of repeated runs). As in notebook 03, PyTorch uses one CPU thread while it
+# measures, so that on a small shared machine the result does not depend on how
+# soon a second core wakes up:
 
 # %% tags=["nbval-ignore-output"]
-slow = d2l_gpu.benchmark(train, True, device=device, min_run_time=0.2, label=".item() every step")
-fast = d2l_gpu.benchmark(train, False, device=device, min_run_time=0.2, label="one copy at the end")
+slow = d2l_gpu.benchmark(
+    train, True, device=device, min_run_time=0.1, num_threads=1, label=".item() every step"
+)
+fast = d2l_gpu.benchmark(
+    train, False, device=device, min_run_time=0.1, num_threads=1, label="one copy at the end"
+)
 print(slow)
 print(fast)
 print(f"on {device}, logging every step takes {slow.median / fast.median:.2f}x as long")
 
 # %% [markdown]
-# On a CPU-only machine, as in the stored output, the ratio stays close to 1:
-# there is no separate device to wait for, and turning a CPU tensor into a Python
-# number is a tiny part of a training step. The lesson shows on a GPU, where each
+# On a CPU-only machine, as in the stored output, the two loops cost about the
+# same: there is no separate device to wait for, and turning a CPU tensor into a
+# Python number is a tiny part of a training step. What gap the cell prints there
+# is within the spread (IQR) of the runs, which a busy machine widens. The
+# lesson shows on a GPU, where each
 # `.item()` drains the GPU's queue. How large the gap is there depends on the
 # model: the smaller each step, the larger the share of time lost to waiting.
 # Run this cell on a GPU to see it.

@@ -90,18 +90,25 @@ print("same losses both ways:", each_step == at_the_end)
 print("loss went down:", at_the_end[-1] < at_the_end[0])
 
 # %% [markdown]
-# 再用 `d2l_gpu.benchmark` 分别计时（已同步，报告多次运行的中位数和四分位距）：
+# 再用 `d2l_gpu.benchmark` 分别计时（已同步，报告多次运行的中位数和四分位距）。
+# 和笔记本 03 一样，测量期间 PyTorch 只用一个 CPU 线程，免得在一台小而忙的共享机器上，
+# 结果取决于第二个核多快被唤醒：
 
 # %% tags=["nbval-ignore-output"]
-slow = d2l_gpu.benchmark(train, True, device=device, min_run_time=0.2, label=".item() every step")
-fast = d2l_gpu.benchmark(train, False, device=device, min_run_time=0.2, label="one copy at the end")
+slow = d2l_gpu.benchmark(
+    train, True, device=device, min_run_time=0.1, num_threads=1, label=".item() every step"
+)
+fast = d2l_gpu.benchmark(
+    train, False, device=device, min_run_time=0.1, num_threads=1, label="one copy at the end"
+)
 print(slow)
 print(fast)
 print(f"on {device}, logging every step takes {slow.median / fast.median:.2f}x as long")
 
 # %% [markdown]
-# 在只有 CPU 的机器上（保存的输出正是如此），两者之比接近 1：没有单独的设备需要等待，
-# 把 CPU 张量变成 Python 浮点数只占一步训练中很小的一部分。
+# 在只有 CPU 的机器上（保存的输出正是如此），两个循环的开销差不多：没有单独的设备需要等待，
+# 把 CPU 张量变成 Python 浮点数只占一步训练中很小的一部分。单元格在那里打印出的差距，
+# 落在多次运行的离散范围（四分位距）之内，机器越忙，这个范围越宽。
 # 这个教训要到 GPU 上才显现：每次 `.item()` 都会把 GPU 的队列排空。
 # 差距有多大取决于模型：每一步越小，花在等待上的时间占比就越大。在 GPU 上运行这个单元格就能看到。
 #
