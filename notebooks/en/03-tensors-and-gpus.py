@@ -128,10 +128,10 @@ print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:
 # - `torch.cuda.max_memory_allocated()`: the peak of the first number since the
 #   start, or since `torch.cuda.reset_peak_memory_stats()`;
 # - `torch.cuda.mem_get_info()`: free and total memory as the driver sees it, for
-#   every process on the card. This is what `nvidia-smi` reports as used, and it
-#   is more than the reserved bytes: it includes the CUDA context (the GPU code
-#   of PyTorch's libraries and its bookkeeping, often several hundred MiB)
-#   and other processes.
+#   every process on the card. Its used part (total minus free) is what
+#   `nvidia-smi` counts, and it is more than the reserved bytes: it includes the
+#   CUDA context (the GPU code of PyTorch's libraries and its bookkeeping, often
+#   several hundred MiB) and other processes.
 #
 # `torch.cuda.empty_cache()` hands the unused reserved memory back to the driver,
 # so other processes can have it; it does not make more memory available to this

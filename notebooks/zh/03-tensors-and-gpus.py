@@ -116,7 +116,7 @@ print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:
 # - `torch.cuda.max_memory_allocated()`：第一个数自进程开始以来（或自
 #   `torch.cuda.reset_peak_memory_stats()` 以来）的峰值；
 # - `torch.cuda.mem_get_info()`：驱动眼中这块卡的空闲显存和总显存，卡上所有进程都算在内。
-#   `nvidia-smi` 报告的已用显存就是这个数，它比分配器持有的还多：其中包括 CUDA 上下文
+#   两者之差（已用的部分）正是 `nvidia-smi` 统计的数，它比分配器持有的还多：其中包括 CUDA 上下文
 #   （PyTorch 各个库的 GPU 代码及其簿记，常常有几百 MiB）和其他进程占用的显存。
 #
 # `torch.cuda.empty_cache()` 把分配器持有却没在用的显存还给驱动，让别的进程可以使用；
