@@ -67,6 +67,8 @@ TWINS = [
         "x @ x: 4.028 ms median, IQR 417.557 us, 20 runs x 100\n",
     ),
     ("<function f at 0x7f3a2b1c>", "<function f at 0x55d0e8a0>"),
+    # notebook 02: torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    ("cuda\n", "cpu\n"),
 ]
 
 
@@ -81,6 +83,7 @@ DIFFERENT = [
     ("tensor(..., device='meta', size=(2, 3))", "tensor([[1., 1., 1.],\n        [1., 1., 1.]])"),
     ("Y: (2, 3) torch.float32\n", "Y: (3, 2) torch.float32\n"),
     ("same memory: False\n", "same memory: True\n"),
+    ("8 batches, each pinned as asked: True\n", "8 batches, each pinned as asked: False\n"),
     (
         "Tensor on device meta is not on the expected device cpu!",
         "Tensor on device cpu is not on the expected device meta!",

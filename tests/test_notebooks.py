@@ -235,3 +235,154 @@ def test_sync_renders_the_address_from_pyproject():
     assert 'git+https://github.com/someone/fork"' in moved
     assert sync.render(moved, TOOL["repository"], TOOL["branch"]) == text
     assert sync.main(["--check"]) == 0, "run `python .ci/sync_notebooks.py`"
+
+
+# Rules for what the notebooks say and store (issue 9). Notebooks that another
+# change is still rewriting are listed here with the rule they do not meet yet;
+# the mark is strict, so the entry must go once the notebook is fixed.
+_NOT_YET = {
+    ("no_raises_exception", "07-beyond-one-machine"): "07 is being rewritten to try/except",
+    ("glossary", "zh/06-exercises"): "06 is being rewritten; its Chinese predates the glossary",
+    ("stored_outputs", "en/07-beyond-one-machine"): "07 prints sys.executable's full path",
+    ("stored_outputs", "zh/07-beyond-one-machine"): "07 prints sys.executable's full path",
+}
+
+
+def _known(rule: str, key: str):
+    reason = _NOT_YET.get((rule, key))
+    return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+
+
+def _index_titles() -> dict[str, str]:
+    index = (NOTEBOOKS / "README.md").read_text(encoding="utf-8")
+    return {
+        f"{lang}/{name}": title
+        for title, lang, name in re.findall(
+            r"\[([^\]]+)\]\((en|zh)/(\d\d-[a-z0-9-]+)\.ipynb\)", index
+        )
+    }
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+def test_title_matches_the_index(path):
+    first = _read_source(path).cells[0].source.splitlines()[0]
+    key = f"{path.parent.name}/{path.stem}"
+    assert first == f"# {_index_titles().get(key)}", (
+        f"{_rel(path)}: the title {first[2:]!r} differs from notebooks/README.md's "
+        f"{_index_titles().get(key)!r}"
+    )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [pytest.param(p, marks=_known("no_raises_exception", p.stem), id=_rel(p)) for p in SOURCES],
+)
+def test_no_cell_is_meant_to_raise(path):
+    """Every notebook runs as a plain script, so errors are caught and printed."""
+    tagged = [
+        i
+        for i, cell in enumerate(_read_source(path).cells)
+        if "raises-exception" in cell.metadata.get("tags", [])
+    ]
+    assert not tagged, f"{_rel(path)}: cells {tagged} are tagged raises-exception; use try/except"
+
+
+def _output_texts(output) -> list[str]:
+    texts = ["".join(output.get("traceback", [])), output.get("text", "")]
+    for kind, value in output.get("data", {}).items():
+        if kind.startswith("text/") or kind.endswith("json"):
+            texts.append(value if isinstance(value, str) else "".join(value))
+    return [t if isinstance(t, str) else "".join(t) for t in texts]
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_MACHINE_FOLDER = re.compile(r"(?<![\w.])(?:/work/|/home/|/tmp/|/root/|/Users/|[A-Z]:\\Users\\)")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, marks=_known("stored_outputs", f"{p.parent.name}/{p.stem}"), id=_rel(p))
+        for p in STORED
+    ],
+)
+def test_stored_outputs_are_short_and_name_no_machine_folder(path):
+    for i, cell in enumerate(_read_stored(path).cells):
+        for output in cell.get("outputs", []):
+            traceback = _ANSI.sub("", "\n".join(output.get("traceback", [])))
+            assert len(traceback.splitlines()) <= 40, (
+                f"{_rel(path)} cell {i}: a stored traceback of {len(traceback.splitlines())} lines"
+            )
+            for text in _output_texts(output):
+                found = _MACHINE_FOLDER.search(_ANSI.sub("", text))
+                assert found is None, f"{_rel(path)} cell {i}: output names a folder {found[0]!r}"
+
+
+_CALQUES = re.compile(r"普通行|Python 数(?![值组据字])|中位时间|翻上|调度器|普通笔记本")
+_LONE_UNIT = re.compile(r"单元(?![格素]|测试)")
+_INLINE_CODE = re.compile(r"`[^`]*`|\]\([^)]*\)")
+
+
+def _zh_paragraphs(path: Path) -> list[str]:
+    cells = [c.source for c in _read_source(path).cells if c.cell_type == "markdown"]
+    return [p for text in cells for p in re.split(r"\n\s*\n", text)]
+
+
+def _glossary_problems(paragraphs: list[str]) -> list[str]:
+    problems = []
+    for paragraph in paragraphs:
+        prose = _INLINE_CODE.sub("", paragraph)
+        problems += [f"calque {m!r}" for m in _CALQUES.findall(prose)]
+        problems += [f"单元 without 格 in {prose[:30]!r}" for _ in _LONE_UNIT.findall(prose)]
+        problems += [f"straight or corner quote in {prose[:30]!r}" for q in '"「」' if q in prose]
+        if "笔记本电脑" in prose and "笔记本" in prose.replace("笔记本电脑", ""):
+            problems.append(f"笔记本 and 笔记本电脑 in one paragraph: {prose[:30]!r}")
+    return problems
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(p, marks=_known("glossary", f"zh/{p.stem}"), id=_rel(p))
+        for p in SOURCES
+        if p.parent.name == "zh"
+    ],
+)
+def test_chinese_prose_follows_the_glossary(path):
+    """The rules of notebooks/zh/README.md that a machine can check."""
+    problems = _glossary_problems(_zh_paragraphs(path))
+    assert not problems, f"{_rel(path)}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize(
+    "paragraph",
+    [
+        "它返回由数字组成的普通行。",
+        "把它变成 Python 数。",
+        "用它除以中位时间。",
+        "每十年就翻上一千倍。",
+        "再经过 PyTorch 的调度器。",
+        "下一个单元会安装它。",
+        '所谓"传输"只是一次复制。',
+        "所谓「传输」只是一次复制。",
+        "没有 GPU 的笔记本电脑也能运行这个笔记本。",
+    ],
+)
+def test_the_glossary_check_catches_each_rule(paragraph):
+    assert _glossary_problems([paragraph])
+
+
+def test_the_glossary_check_accepts_good_prose():
+    good = '笔记本里的每个单元格都能运行；`"gpu"` 是代码。得到单元素张量里的 Python 数值和中位数。'
+    assert _glossary_problems([good, "没有 GPU 的笔记本电脑也能跑。"]) == []
+
+
+@pytest.mark.parametrize("text", ["/work/main/.venv/bin/python", "in /home/ada/x.py", "/tmp/abc"])
+def test_the_folder_check_catches_machine_folders(text):
+    assert _MACHINE_FOLDER.search(text)
+
+
+def test_glossary_exists_and_names_each_checked_term():
+    glossary = (NOTEBOOKS / "zh" / "README.md").read_text(encoding="utf-8")
+    for term in ("笔记本电脑", "单元格", "核函数", "分发器", "中位数", "锁页内存"):
+        assert term in glossary, f"notebooks/zh/README.md does not define {term}"

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # GPUs: why they matter and what this machine has
+# # Introduction: why GPUs matter, and what this machine has
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/01-introduction.ipynb)
 #
@@ -49,12 +49,12 @@ if d2l_gpu.num_gpus() == 0:
 #
 # ## Look at the hardware
 #
-# On a machine with an NVIDIA card, the driver and the CUDA toolkit come with the
-# command-line tool `nvidia-smi`, which lists every card with its memory, its load
-# and the processes using it. The book's authors ran this section on a server with
-# four 16 GB V100 cards. The next cell runs `nvidia-smi` if the machine has it;
-# otherwise (a laptop, an Apple Mac, a CPU-only cloud runner) it prints the device
-# report of `d2l_gpu`, which asks PyTorch itself what it can use.
+# On a machine with an NVIDIA card, the command-line tool `nvidia-smi` comes with
+# the driver. It lists every card with its memory, its load and the processes
+# using it. The book's authors ran this section on a server with four 16 GB V100
+# cards. The next cell runs `nvidia-smi` if the machine has it; otherwise (a
+# laptop, an Apple Mac, a CPU-only cloud runner) it prints the device report of
+# `d2l_gpu`, which asks PyTorch itself what it can use.
 
 # %% tags=["nbval-ignore-output"]
 import shutil
@@ -70,10 +70,23 @@ else:
     print(d2l_gpu.device_report())
 
 # %% [markdown]
-# On a CPU-only machine the table has a single `cpu` row and "helpers use: cpu".
-# With one NVIDIA GPU, `nvidia-smi` shows a card such as "NVIDIA A100" with its
-# memory in MiB; on an Apple Silicon Mac the report lists an `mps` device.
+# On a CPU-only machine the report names only the CPU. With one NVIDIA GPU,
+# `nvidia-smi` shows a card such as "NVIDIA A100" with its memory in MiB; on an
+# Apple Silicon Mac the report lists an `mps` device.
 #
+# The driver is all a PyTorch user has to install. The PyTorch packages for
+# CUDA bring their own copy of the CUDA runtime libraries, so there is no need
+# for NVIDIA's CUDA toolkit unless you compile GPU code yourself. Two version
+# numbers are easy to confuse: the "CUDA Version" in the header of `nvidia-smi`
+# is the newest CUDA that the installed *driver* supports, not a CUDA that is
+# installed, while `torch.version.cuda` is the CUDA that this PyTorch was built
+# with. The second must not be newer than the first. A CPU-only PyTorch prints
+# `None`, and a ROCm build fills in `torch.version.hip` instead:
+
+# %% tags=["nbval-ignore-output"]
+print("PyTorch built with CUDA:", torch.version.cuda, "| with ROCm (HIP):", torch.version.hip)
+
+# %% [markdown]
 # ## Every tensor lives on a device
 #
 # A PyTorch tensor looks and behaves much like a NumPy array, with one addition:
@@ -86,12 +99,13 @@ import numpy as np
 x = torch.arange(6).reshape(2, 3)
 print(x)
 print("x lives on:", x.device)
-print("NumPy knows one device only:", np.arange(6).device)
+print("a tensor made from a NumPy array lives on:", torch.from_numpy(np.arange(6)).device)
 
 # %% [markdown]
-# NumPy arrays always sit in main memory, so NumPy has nothing to choose. A
-# tensor may instead live in the memory of a GPU, and then the GPU does the
-# arithmetic on it. The notebooks that follow make that choice explicit.
+# NumPy arrays always sit in main memory, so NumPy has no device to choose, and
+# a tensor made from one starts on the CPU. A tensor may instead live in the
+# memory of a GPU, and then the GPU does the arithmetic on it. The notebooks
+# that follow make that choice explicit.
 #
 # ## Code that meets machines with and without GPUs
 #

@@ -6,7 +6,7 @@
 # **What you will learn**
 #
 # - how PyTorch names the CPU and each GPU, and what one GPU device stands for;
-# - how to count the GPUs a machine has;
+# - how to count the GPUs a machine has, and which of them a process sees;
 # - two helpers, `try_gpu` and `try_all_gpus`, that let the same code run with
 #   or without the GPU it asks for.
 #
@@ -53,13 +53,49 @@ for name in [torch.device("cpu"), torch.device("cuda"), torch.device("cuda", 1)]
 # The book's Java code says "gpu", but that is not a device type PyTorch knows.
 # The error lists the types it does know:
 
-# %% tags=["raises-exception"]
-torch.device("gpu")
+# %%
+try:
+    torch.device("gpu")
+except RuntimeError as error:
+    print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
-# `d2l_gpu` keeps the book's short names. `gpu(i)` names the i-th GPU of
-# whichever kind this PyTorch build uses; on a machine without one it gives the
-# CUDA name, as the book does.
+# Plain `cuda` has no index, so it is a different name from `cuda:0`, even
+# though both mean the first GPU on most machines. A tensor always records the
+# concrete device it is on, with its index, so comparing its `device` with
+# `torch.device("cuda")` is always false; compare the type instead, or use a
+# name that carries an index.
+
+# %%
+plain, first = torch.device("cuda"), torch.device("cuda:0")
+print("equal:  ", plain == first)
+print("indices:", plain.index, first.index)
+
+# %% tags=["nbval-ignore-output"]
+if torch.cuda.is_available():
+    on_gpu = torch.ones(1, device="cuda")
+    print("a tensor made with device='cuda' is on", on_gpu.device)
+    print("its device == torch.device('cuda'):", on_gpu.device == torch.device("cuda"))
+    print("its device.type == 'cuda':         ", on_gpu.device.type == "cuda")
+else:
+    print("No CUDA GPU: no tensor can be made with device='cuda' here.")
+
+# %% [markdown]
+# On a CUDA machine the cell above shows `cuda:0`, `False` and `True`.
+#
+# The idiom seen in most PyTorch code picks the device in one line, with
+# `torch.cuda.is_available()`, which is true when PyTorch was built with CUDA
+# (or ROCm) and a driver finds at least one GPU:
+
+# %%
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+print(device)
+
+# %% [markdown]
+# It knows CUDA only: on an Apple Silicon Mac it picks the CPU although an `mps`
+# GPU is there. `d2l_gpu` keeps the book's short names and looks further:
+# `gpu(i)` names the i-th GPU of whichever kind this PyTorch build uses; on a
+# machine without one it gives the CUDA name, as the book does.
 
 # %%
 for name in [d2l_gpu.cpu(), d2l_gpu.gpu(), d2l_gpu.gpu(1)]:
@@ -79,6 +115,68 @@ print("torch.cuda.device_count():       ", torch.cuda.device_count())
 print("torch.accelerator.device_count():", torch.accelerator.device_count())
 print("d2l_gpu.num_gpus():              ", d2l_gpu.num_gpus())
 print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
+
+# %% [markdown]
+# ## Which GPUs a process sees
+#
+# The numbers above are what *this process* may use, not what is plugged in.
+# The environment variable `CUDA_VISIBLE_DEVICES` (read by the CUDA runtime,
+# `HIP_VISIBLE_DEVICES` for AMD's ROCm) lists the cards a process may see, and
+# the ones it lists are numbered again from 0. On a machine with four GPUs,
+# `CUDA_VISIBLE_DEVICES=2,3` leaves two: the physical GPU 2 becomes `cuda:0`
+# and GPU 3 becomes `cuda:1`. An empty value hides every GPU. The variable is
+# read once, when the process first talks to CUDA, so it belongs in the command
+# that starts Python or Jupyter (`CUDA_VISIBLE_DEVICES=1 python train.py`), not
+# in a cell of a running notebook.
+#
+# On a machine with CUDA GPUs, the cell below starts a fresh Python process with
+# the variable set and lets it count. With one GPU it hides it, and the child
+# counts none. With two or more it shows only the last one, and the child finds
+# that card as `cuda:0`: the same name this process lists last. Without a CUDA
+# GPU there is nothing to hide, and the cell only says so.
+
+# %% tags=["nbval-ignore-output"]
+import os
+import subprocess
+
+child = """
+import torch
+names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+print(len(names), "CUDA GPU(s):", names)
+"""
+names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+print("this process sees", len(names), "CUDA GPU(s):", names)
+if names:
+    visible = str(len(names) - 1) if len(names) >= 2 else ""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": visible}
+    run = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True
+    )
+    print(f"a child with CUDA_VISIBLE_DEVICES={visible!r} sees", run.stdout.strip())
+else:
+    print("No CUDA GPU to hide or renumber, so no child process is started here.")
+
+# %% [markdown]
+# Inside one process, `torch.cuda.set_device(i)` changes what plain `cuda`
+# means, from `cuda:0` to `cuda:i`. PyTorch's own documentation discourages it in
+# favour of naming the device or setting `CUDA_VISIBLE_DEVICES`; its common use
+# is in jobs that start one process per GPU, where each process picks its own
+# card once, at the start (see [07 – Beyond one machine](07-beyond-one-machine.ipynb)).
+# Here it is switched and switched back:
+
+# %% tags=["nbval-ignore-output"]
+if torch.cuda.is_available():
+    last = torch.cuda.device_count() - 1
+    print("current CUDA device:", torch.cuda.current_device())
+    torch.cuda.set_device(last)
+    try:
+        print(
+            f"after set_device({last}), 'cuda' puts tensors on", torch.ones(1, device="cuda").device
+        )
+    finally:
+        torch.cuda.set_device(0)
+else:
+    print("No CUDA GPU: there is no current CUDA device to change.")
 
 # %% [markdown]
 # ## Asking for a GPU that may not be there
@@ -107,8 +205,11 @@ d2l_gpu.try_all_gpus()
 # A GPU index is a whole number from 0; anything else is refused with a message
 # that says what was wrong rather than quietly handing back the CPU:
 
-# %% tags=["raises-exception"]
-d2l_gpu.try_gpu(-1)
+# %%
+try:
+    d2l_gpu.try_gpu(-1)
+except (TypeError, ValueError) as error:
+    print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
 # ## Choose once, use everywhere

@@ -58,8 +58,9 @@ for name, parameter in net.named_parameters():
 # ## Input and model on the same device
 #
 # Given an input on the same device, the model computes there, and the result
-# stays there. On a GPU the printed output ends with `device='cuda:0'`; the
-# values are the same as on the CPU.
+# stays there. On a GPU the printout adds `device='cuda:0'` just before
+# `grad_fn=...` (the operation that made the result, which automatic
+# differentiation follows back); the values are the same as on the CPU.
 
 # %%
 X = torch.ones(2, 3, device=device)
@@ -86,14 +87,23 @@ print("loss after one step is smaller:", new_loss.item() < loss.item())
 # %% [markdown]
 # The usual mistake is forgetting to move the input. On a GPU machine, the next
 # cell feeds a CPU tensor to the model on the GPU and gets an error that names
-# both devices. On a CPU-only machine model and input are both on the CPU, so it
-# has nothing to show and says so.
+# both devices and the operation that found them (`addmm`, the matrix product
+# inside `nn.Linear`). On a CPU-only machine model and input are both on the
+# CPU, so nothing fails; the cell prints the message a CUDA GPU gives instead.
 
-# %% tags=["raises-exception", "nbval-ignore-output"]
+# %% tags=["nbval-ignore-output"]
 if device.type == "cpu":
-    print("No GPU: the model and a CPU input are on the same device, so nothing fails here.")
+    print("No GPU: model and input share the CPU. On a CUDA GPU this cell prints:")
+    print(
+        "RuntimeError: Expected all tensors to be on the same device, but got mat1 is on cpu, "
+        "different from other tensors on cuda:0 (when checking argument in method "
+        "wrapper_CUDA_addmm)"
+    )
 else:
-    net(torch.ones(2, 3))
+    try:
+        net(torch.ones(2, 3))
+    except RuntimeError as error:
+        print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
 # %% [markdown]
 # ## Creating on the device from the start

@@ -54,6 +54,14 @@ if d2l_gpu.num_gpus() == 0:
 # steps. Keeping the log as a tensor on the device and moving it once at the end
 # avoids both costs.
 #
+# The book blames Python's global interpreter lock (GIL) for the stall. That is
+# not where the time goes: PyTorch releases the GIL while `.item()` waits, so
+# other Python threads keep running. What is lost is the *queue*. The thread
+# that drives training cannot launch step `k + 1` before step `k` has finished
+# on the GPU and its number has crossed the bus, so each step adds a round trip
+# (a synchronization and a tiny copy), and the GPU idles while Python prepares
+# the next step's launches.
+#
 # Here is a small regression trained both ways. The two loops do the same
 # arithmetic and record the same losses; they differ only in when the losses
 # come back to the host.
@@ -92,22 +100,30 @@ print("loss went down:", at_the_end[-1] < at_the_end[0])
 
 # %% [markdown]
 # Now the cost of each, timed with `d2l_gpu.benchmark` (synchronized, median and
-# IQR of repeated runs):
+# IQR of repeated runs). As in notebook 03, PyTorch uses one CPU thread while it
+# measures, so that on a small shared machine the result does not depend on how
+# soon a second core wakes up:
 
 # %% tags=["nbval-ignore-output"]
-slow = d2l_gpu.benchmark(train, True, device=device, min_run_time=0.2, label=".item() every step")
-fast = d2l_gpu.benchmark(train, False, device=device, min_run_time=0.2, label="one copy at the end")
+slow = d2l_gpu.benchmark(
+    train, True, device=device, min_run_time=0.1, num_threads=1, label=".item() every step"
+)
+fast = d2l_gpu.benchmark(
+    train, False, device=device, min_run_time=0.1, num_threads=1, label="one copy at the end"
+)
 print(slow)
 print(fast)
 print(f"on {device}, logging every step takes {slow.median / fast.median:.2f}x as long")
 
 # %% [markdown]
-# On a CPU-only machine, as in the stored output, the two are about as fast:
-# there is no separate device to wait for, and turning a CPU tensor into a Python
-# number costs a microsecond or so, next to a training step of a few hundred. The
-# lesson shows on a GPU, where each `.item()` drains the GPU's queue. How large
-# the gap is there depends on the model: the smaller each step, the larger the
-# share of time lost to waiting. Run this cell on a GPU to see it.
+# On a CPU-only machine, as in the stored output, the two loops cost about the
+# same: there is no separate device to wait for, and turning a CPU tensor into a
+# Python number is a tiny part of a training step. What gap the cell prints there
+# is within the spread (IQR) of the runs, which a busy machine widens. The
+# lesson shows on a GPU, where each
+# `.item()` drains the GPU's queue. How large the gap is there depends on the
+# model: the smaller each step, the larger the share of time lost to waiting.
+# Run this cell on a GPU to see it.
 #
 # ## Where to go from here
 #

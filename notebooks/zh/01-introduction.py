@@ -1,5 +1,5 @@
 # %% [markdown]
-# # GPU：为什么重要，这台机器上有什么
+# # 引言：GPU 为什么重要，这台机器上有什么
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/01-introduction.ipynb)
 #
@@ -11,8 +11,8 @@
 #
 # **你需要**
 #
-# - 装有 PyTorch 和 `d2l_gpu` 的 Python 环境（在 Colab 上，下一个单元会自动安装 `d2l_gpu`）；
-# - GPU 不是必需的：没有 GPU 的笔记本电脑也能运行每个单元，文中会说明换成 GPU 会看到什么。
+# - 装有 PyTorch 和 `d2l_gpu` 的 Python 环境（在 Colab 上，下一个单元格会自动安装 `d2l_gpu`）；
+# - GPU 不是必需的：没有 GPU 的笔记本电脑也能运行每个单元格，文中会说明换成 GPU 会看到什么。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -35,7 +35,7 @@ if d2l_gpu.num_gpus() == 0:
 # %% [markdown]
 # ## 硬件为什么要紧
 #
-# 大约从 2000 年起，单块 GPU 每秒能完成的运算量差不多每十年就翻上一千倍，
+# 大约从 2000 年起，单块 GPU 每秒能完成的运算量差不多每十年增长约一千倍，
 # 模型的规模也随之膨胀。今天深度学习里的许多任务，如果只靠 CPU，时间上根本耗不起。
 # 不过，速度不会自己送上门：GPU 是一块独立的设备，有自己的显存，
 # 计算要用到的数据必须先放到那里。
@@ -43,14 +43,14 @@ if d2l_gpu.num_gpus() == 0:
 # 本节要讲的正是这件事：怎样称呼各个设备，怎样把张量和模型放上去，
 # 又怎样在设备之间搬运数据，而不把辛苦换来的速度浪费在路上。
 # 我们先用一块 GPU，再在两块 GPU 之间复制数据；之后的章节会把训练分到多块 GPU、
-# 多台服务器上（可先看 [07 – 走出单机](07-beyond-one-machine.ipynb)）。
+# 多台服务器上（可先看 [07 – 走出一台机器](07-beyond-one-machine.ipynb)）。
 #
 # ## 看看硬件
 #
-# 装有 NVIDIA 显卡的机器，在安装驱动和 CUDA 之后会带一个命令行工具 `nvidia-smi`，
+# 装有 NVIDIA 显卡的机器上，命令行工具 `nvidia-smi` 随显卡驱动一起安装。
 # 它列出每块卡的显存、负载以及正在使用它的进程。原书作者运行本节时，
-# 用的是一台插着四块 16 GB V100 的服务器。下面的单元在有 `nvidia-smi` 时直接运行它；
-# 没有的话（普通笔记本、苹果 Mac、只有 CPU 的云主机），就打印 `d2l_gpu` 的设备报告——
+# 用的是一台插着四块 16 GB V100 的服务器。下面的单元格在有 `nvidia-smi` 时直接运行它；
+# 没有的话（笔记本电脑、苹果 Mac、只有 CPU 的云主机），就打印 `d2l_gpu` 的设备报告——
 # 这份报告是直接问 PyTorch 它能用什么得来的。
 
 # %% tags=["nbval-ignore-output"]
@@ -67,10 +67,19 @@ else:
     print(d2l_gpu.device_report())
 
 # %% [markdown]
-# 只有 CPU 的机器上，表里只有一行 `cpu`，最后写着 "helpers use: cpu"。
-# 有一块 NVIDIA GPU 时，`nvidia-smi` 会列出诸如 "NVIDIA A100" 的显卡及其以 MiB 计的显存；
-# 在 Apple 芯片的 Mac 上，报告里会多出一个 `mps` 设备。
+# 只有 CPU 的机器上，报告里只有 CPU。有一块 NVIDIA GPU 时，`nvidia-smi` 会列出诸如
+# “NVIDIA A100”的显卡及其以 MiB 计的显存；在 Apple 芯片的 Mac 上，报告里会多出一个 `mps` 设备。
 #
+# 使用 PyTorch 只需要装好驱动。支持 CUDA 的 PyTorch 安装包自带一份 CUDA 运行时库，
+# 所以除非要自己编译 GPU 代码，否则用不着 NVIDIA 的 CUDA 工具包。有两个版本号很容易混淆：
+# `nvidia-smi` 表头里的“CUDA Version”是已装*驱动*所能支持的最高 CUDA 版本，
+# 并不表示机器上装了这个版本的 CUDA；`torch.version.cuda` 则是这份 PyTorch 编译时所用的 CUDA 版本。
+# 后者不能比前者新。只支持 CPU 的 PyTorch 在这里打印 `None`，ROCm 版本则填写 `torch.version.hip`：
+
+# %% tags=["nbval-ignore-output"]
+print("PyTorch built with CUDA:", torch.version.cuda, "| with ROCm (HIP):", torch.version.hip)
+
+# %% [markdown]
 # ## 张量总在某个设备上
 #
 # PyTorch 的张量用起来和 NumPy 数组很像，只多了一样东西：
@@ -82,23 +91,23 @@ import numpy as np
 x = torch.arange(6).reshape(2, 3)
 print(x)
 print("x lives on:", x.device)
-print("NumPy knows one device only:", np.arange(6).device)
+print("a tensor made from a NumPy array lives on:", torch.from_numpy(np.arange(6)).device)
 
 # %% [markdown]
-# NumPy 数组永远待在内存里，所以 NumPy 没什么可选的。张量却可以放进 GPU 的显存，
-# 这时就由 GPU 来做它的运算。后面几个笔记本会把这个选择摆到明面上。
+# NumPy 数组永远待在内存里，所以 NumPy 没有设备可选，由它生成的张量也从 CPU 上起步。
+# 张量却可以放进 GPU 的显存，这时就由 GPU 来做它的运算。后面几个笔记本会把这个选择摆到明面上。
 #
 # ## 同一份代码，有 GPU 和没 GPU 的机器都会遇到
 #
-# 同一个脚本，今天跑在没有 GPU 的笔记本上，明天跑在一块 GPU 的工作站上，
-# 后天又被部署到八块 GPU 的云服务器上。认定有 GPU 的代码会在笔记本上崩溃，
+# 同一个脚本，今天跑在没有 GPU 的笔记本电脑上，明天跑在一块 GPU 的工作站上，
+# 后天又被部署到八块 GPU 的云服务器上。认定有 GPU 的代码会在笔记本电脑上崩溃，
 # 无视 GPU 的代码又白白浪费了服务器。`d2l_gpu` 里的辅助函数只挑实际存在的设备，
-# 因此这里的每个笔记本在哪儿都能跑。
+# 因此本节的代码在哪儿都能跑。
 #
 # 要完整地演示本节，需要两块 GPU，因为其中要展示数据从一块 GPU 搬到另一块。
 # 全书只有这里需要不止一块；在云上租一台多卡机器用上一小时，花费并不高。
 # GPU 不够时，想用第二块 GPU 的演示会拿 CPU 顶替，并在输出里说明。
-# 下面的单元告诉你这台机器属于哪种情况。
+# 下面的单元格告诉你这台机器属于哪种情况。
 
 # %% tags=["nbval-ignore-output"]
 n = d2l_gpu.num_gpus()
@@ -119,4 +128,4 @@ else:
 # 2. [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)：存储、复制，以及搬运数据的代价。
 # 3. [04 – 神经网络与 GPU](04-neural-networks-and-gpus.ipynb)：把模型放到设备上。
 # 4. [05 – 小结](05-summary.ipynb)：几条要点，以及最常见的错误。
-# 5. [06 – 练习](06-exercises.ipynb) 与 [07 – 走出单机](07-beyond-one-machine.ipynb)。
+# 5. [06 – 练习](06-exercises.ipynb) 与 [07 – 走出一台机器](07-beyond-one-machine.ipynb)。

@@ -6,7 +6,7 @@
 # **你将学到**
 #
 # - PyTorch 怎样称呼 CPU 和每一块 GPU，一个 GPU 设备代表什么；
-# - 怎样数出一台机器上有几块 GPU；
+# - 怎样数出一台机器上有几块 GPU，一个进程又能看到其中哪几块；
 # - `try_gpu` 和 `try_all_gpus` 两个辅助函数：要的 GPU 在不在，同一份代码都能运行。
 #
 # **你需要**
@@ -40,21 +40,54 @@ if d2l_gpu.num_gpus() == 0:
 # 单写 `cuda` 指当前那块卡，不另行设置的话就是 `cuda:0`。
 # （ROCm 下的 AMD 显卡沿用 `cuda` 这套名字；Apple 芯片的 Mac 只有一块 GPU，叫 `mps`。）
 #
-# 起个名字既不分配内存，也不做检查，所以下面这行在任何机器上都能运行：
+# 起个名字既不分配内存，也不做检查，所以下面这几行在任何机器上都能运行：
 
 # %%
 for name in [torch.device("cpu"), torch.device("cuda"), torch.device("cuda", 1)]:
     print(repr(name))
 
 # %% [markdown]
-# 原书的 Java 代码写的是 "gpu"，可 PyTorch 并没有这种设备类型。
+# 原书的 Java 代码写的是“gpu”，可 PyTorch 并没有这种设备类型。
 # 报错信息里列出了它认得的全部类型：
 
-# %% tags=["raises-exception"]
-torch.device("gpu")
+# %%
+try:
+    torch.device("gpu")
+except RuntimeError as error:
+    print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
-# `d2l_gpu` 保留了书中简短的函数名。`gpu(i)` 给出第 i 块 GPU 的名字，
+# 单写的 `cuda` 不带编号，所以它和 `cuda:0` 是两个不同的名字，尽管在大多数机器上两者都指第一块 GPU。
+# 张量记下的总是它所在的具体设备，连同编号，因此拿它的 `device` 去和 `torch.device("cuda")`
+# 比较，结果永远是假；应当比较设备类型，或者使用带编号的名字。
+
+# %%
+plain, first = torch.device("cuda"), torch.device("cuda:0")
+print("equal:  ", plain == first)
+print("indices:", plain.index, first.index)
+
+# %% tags=["nbval-ignore-output"]
+if torch.cuda.is_available():
+    on_gpu = torch.ones(1, device="cuda")
+    print("a tensor made with device='cuda' is on", on_gpu.device)
+    print("its device == torch.device('cuda'):", on_gpu.device == torch.device("cuda"))
+    print("its device.type == 'cuda':         ", on_gpu.device.type == "cuda")
+else:
+    print("No CUDA GPU: no tensor can be made with device='cuda' here.")
+
+# %% [markdown]
+# 在 CUDA 机器上，上面这个单元格依次显示 `cuda:0`、`False` 和 `True`。
+#
+# 大多数 PyTorch 代码用一行惯用写法选设备，靠的是 `torch.cuda.is_available()`：
+# PyTorch 编译时支持 CUDA（或 ROCm），并且驱动至少找到一块 GPU，它才返回真。
+
+# %%
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+print(device)
+
+# %% [markdown]
+# 这种写法只认 CUDA：在 Apple 芯片的 Mac 上，明明有 `mps` GPU，它也会选 CPU。
+# `d2l_gpu` 保留了书中简短的函数名，并且看得更全：`gpu(i)` 给出第 i 块 GPU 的名字，
 # 类型随当前 PyTorch 所用的加速器而定；机器上没有 GPU 时，它和原书一样给出 CUDA 的名字。
 
 # %%
@@ -75,6 +108,62 @@ print("torch.cuda.device_count():       ", torch.cuda.device_count())
 print("torch.accelerator.device_count():", torch.accelerator.device_count())
 print("d2l_gpu.num_gpus():              ", d2l_gpu.num_gpus())
 print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
+
+# %% [markdown]
+# ## 一个进程能看到哪些 GPU
+#
+# 上面的数字是*这个进程*能用的 GPU，而不是机器上插了几块。环境变量 `CUDA_VISIBLE_DEVICES`
+# （由 CUDA 运行时读取；AMD 的 ROCm 用 `HIP_VISIBLE_DEVICES`）列出一个进程能看到的卡，
+# 列出的这些卡会从 0 开始重新编号。在有四块 GPU 的机器上，`CUDA_VISIBLE_DEVICES=2,3`
+# 只留下两块：物理上的 2 号 GPU 变成 `cuda:0`，3 号变成 `cuda:1`。值为空则隐藏全部 GPU。
+# 这个变量只在进程第一次调用 CUDA 时读取一次，所以应当写在启动 Python 或 Jupyter 的命令里
+# （`CUDA_VISIBLE_DEVICES=1 python train.py`），而不是写在一个已经在运行的笔记本的某个单元格里。
+#
+# 在有 CUDA GPU 的机器上，下面的单元格设好这个变量，启动一个新的 Python 子进程，让它自己数。
+# 只有一块 GPU 时，变量把它隐藏，子进程一块也数不到；有两块或更多时，
+# 只留下最后一块，子进程把它看作 `cuda:0`，名字正是本进程列出的最后一块卡。
+# 没有 CUDA GPU 时无可隐藏，单元格只说明这一点。
+
+# %% tags=["nbval-ignore-output"]
+import os
+import subprocess
+
+child = """
+import torch
+names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+print(len(names), "CUDA GPU(s):", names)
+"""
+names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+print("this process sees", len(names), "CUDA GPU(s):", names)
+if names:
+    visible = str(len(names) - 1) if len(names) >= 2 else ""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": visible}
+    run = subprocess.run(
+        [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True
+    )
+    print(f"a child with CUDA_VISIBLE_DEVICES={visible!r} sees", run.stdout.strip())
+else:
+    print("No CUDA GPU to hide or renumber, so no child process is started here.")
+
+# %% [markdown]
+# 在一个进程内部，`torch.cuda.set_device(i)` 会改变单写的 `cuda` 所指的卡，从 `cuda:0` 变成 `cuda:i`。
+# PyTorch 自己的文档并不鼓励这样做，而是建议直接写明设备或设置 `CUDA_VISIBLE_DEVICES`；
+# 它常见的用途是每块 GPU 启动一个进程的作业，每个进程在开头选定自己的卡，只选一次
+# （见 [07 – 走出一台机器](07-beyond-one-machine.ipynb)）。这里先切换过去，再切换回来：
+
+# %% tags=["nbval-ignore-output"]
+if torch.cuda.is_available():
+    last = torch.cuda.device_count() - 1
+    print("current CUDA device:", torch.cuda.current_device())
+    torch.cuda.set_device(last)
+    try:
+        print(
+            f"after set_device({last}), 'cuda' puts tensors on", torch.ones(1, device="cuda").device
+        )
+    finally:
+        torch.cuda.set_device(0)
+else:
+    print("No CUDA GPU: there is no current CUDA device to change.")
 
 # %% [markdown]
 # ## 要一块未必存在的 GPU
@@ -103,8 +192,11 @@ d2l_gpu.try_all_gpus()
 # GPU 编号必须是从 0 开始的整数；其他值会被拒绝，报错信息会指出哪里不对，
 # 而不是悄悄地把 CPU 交还给你：
 
-# %% tags=["raises-exception"]
-d2l_gpu.try_gpu(-1)
+# %%
+try:
+    d2l_gpu.try_gpu(-1)
+except (TypeError, ValueError) as error:
+    print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
 # ## 选一次，处处用
@@ -122,7 +214,7 @@ print("x is on", x.device)
 # ## 在 GPU 机器上走一遍 CPU 的路
 #
 # 设置 `D2L_DEVICE` 可以限制辅助函数提供的设备，既可以对整次运行生效，
-# 也可以像这里一样只管几行。设成 `D2L_DEVICE=cpu` 后，GPU 机器就表现得和普通笔记本一样，
+# 也可以像这里一样只管几行。设成 `D2L_DEVICE=cpu` 后，GPU 机器就表现得和没有 GPU 的笔记本电脑一样，
 # 用来快速确认代码在没有 GPU 时同样能跑。
 
 # %%

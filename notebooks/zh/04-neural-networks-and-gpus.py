@@ -56,7 +56,8 @@ for name, parameter in net.named_parameters():
 # ## 输入和模型在同一个设备上
 #
 # 输入在同一个设备上时，模型就在那里计算，结果也留在那里。
-# 在 GPU 上，打印出的输出末尾会有 `device='cuda:0'`，数值则和 CPU 上的一样。
+# 在 GPU 上，打印结果会在 `grad_fn=...` 之前多出 `device='cuda:0'`
+# （`grad_fn` 记录产生这个结果的运算，自动微分会顺着它往回走）；数值则和 CPU 上的一样。
 
 # %%
 X = torch.ones(2, 3, device=device)
@@ -80,15 +81,23 @@ new_loss = nn.functional.mse_loss(net(X), target)
 print("loss after one step is smaller:", new_loss.item() < loss.item())
 
 # %% [markdown]
-# 最常见的错误是忘了把输入也搬过去。在 GPU 机器上，下一个单元把一个 CPU 张量喂给 GPU 上的模型，
-# 得到的报错会点出两个设备。在只有 CPU 的机器上，模型和输入都在 CPU 上，
-# 这里没什么可演示的，单元会照实说明。
+# 最常见的错误是忘了把输入也搬过去。在 GPU 机器上，下一个单元格把一个 CPU 张量喂给 GPU 上的模型，
+# 得到的报错会点出两个设备，以及发现问题的那个运算（`addmm`，即 `nn.Linear` 里的矩阵乘法）。
+# 在只有 CPU 的机器上，模型和输入都在 CPU 上，什么也不会出错；单元格改为打印 CUDA GPU 上会给出的报错信息。
 
-# %% tags=["raises-exception", "nbval-ignore-output"]
+# %% tags=["nbval-ignore-output"]
 if device.type == "cpu":
-    print("No GPU: the model and a CPU input are on the same device, so nothing fails here.")
+    print("No GPU: model and input share the CPU. On a CUDA GPU this cell prints:")
+    print(
+        "RuntimeError: Expected all tensors to be on the same device, but got mat1 is on cpu, "
+        "different from other tensors on cuda:0 (when checking argument in method "
+        "wrapper_CUDA_addmm)"
+    )
 else:
-    net(torch.ones(2, 3))
+    try:
+        net(torch.ones(2, 3))
+    except RuntimeError as error:
+        print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
 # %% [markdown]
 # ## 一开始就建在设备上
@@ -100,7 +109,7 @@ else:
 # - `torch.set_default_device(device)` 让它成为此后一切代码的默认设备，直到改回去为止。
 #
 # 两者都只作用于没有自己指明设备的代码。在笔记本里，上下文管理器更稳妥，
-# 因为它的效果不会漏到后面的单元里去。
+# 因为它的效果不会漏到后面的单元格里去。
 
 # %%
 with torch.device(device):

@@ -43,10 +43,16 @@ if d2l_gpu.num_gpus() == 0:
 # ## 典型的错误
 #
 # 训练循环在 GPU 上算出每个小批量的损失，为了显示进度或保存历史，
-# 立刻用 `loss.item()` 把它变成 Python 数，或者追加到一个 NumPy 数组里。
+# 立刻用 `loss.item()` 把它变成 Python 浮点数，或者追加到一个 NumPy 数组里。
 # 这样做每次都要等 GPU 做完此前排队的全部工作，再通过总线复制一个数回来。
 # Python 等待期间不会往队列里放新任务，于是 GPU 在两步之间无事可做。
 # 把记录作为张量留在设备上，到最后再一次性取回，这两种代价就都省掉了。
+#
+# 原书把这种停顿归咎于 Python 的全局解释器锁（GIL）。时间其实不是花在那里：
+# `.item()` 等待期间，PyTorch 会释放 GIL，其他 Python 线程照样运行。损失掉的是*队列*。
+# 驱动训练的那个线程，必须等第 `k` 步在 GPU 上算完、它的数值经总线传回之后，
+# 才能启动第 `k + 1` 步。于是每一步都多了一次往返（一次同步加一次极小的复制），
+# 而在 Python 准备下一步要启动的核函数时，GPU 只能闲着。
 #
 # 下面用两种方式训练同一个小回归模型。两个循环做的运算完全相同，记下的损失也相同，
 # 唯一的区别在于损失什么时候回到主机。
@@ -84,23 +90,30 @@ print("same losses both ways:", each_step == at_the_end)
 print("loss went down:", at_the_end[-1] < at_the_end[0])
 
 # %% [markdown]
-# 再用 `d2l_gpu.benchmark` 分别计时（已同步，报告多次运行的中位数和四分位距）：
+# 再用 `d2l_gpu.benchmark` 分别计时（已同步，报告多次运行的中位数和四分位距）。
+# 和笔记本 03 一样，测量期间 PyTorch 只用一个 CPU 线程，免得在一台小而忙的共享机器上，
+# 结果取决于第二个核多快被唤醒：
 
 # %% tags=["nbval-ignore-output"]
-slow = d2l_gpu.benchmark(train, True, device=device, min_run_time=0.2, label=".item() every step")
-fast = d2l_gpu.benchmark(train, False, device=device, min_run_time=0.2, label="one copy at the end")
+slow = d2l_gpu.benchmark(
+    train, True, device=device, min_run_time=0.1, num_threads=1, label=".item() every step"
+)
+fast = d2l_gpu.benchmark(
+    train, False, device=device, min_run_time=0.1, num_threads=1, label="one copy at the end"
+)
 print(slow)
 print(fast)
 print(f"on {device}, logging every step takes {slow.median / fast.median:.2f}x as long")
 
 # %% [markdown]
-# 在只有 CPU 的机器上（保存的输出正是如此），两者差不多快：没有单独的设备需要等待，
-# 把 CPU 张量变成 Python 数大约只要一微秒，而一步训练要几百微秒。
+# 在只有 CPU 的机器上（保存的输出正是如此），两个循环的开销差不多：没有单独的设备需要等待，
+# 把 CPU 张量变成 Python 浮点数只占一步训练中很小的一部分。单元格在那里打印出的差距，
+# 落在多次运行的离散范围（四分位距）之内，机器越忙，这个范围越宽。
 # 这个教训要到 GPU 上才显现：每次 `.item()` 都会把 GPU 的队列排空。
-# 差距有多大取决于模型：每一步越小，花在等待上的时间占比就越大。在 GPU 上运行这个单元就能看到。
+# 差距有多大取决于模型：每一步越小，花在等待上的时间占比就越大。在 GPU 上运行这个单元格就能看到。
 #
 # ## 接下来
 #
 # - [06 – 练习](06-exercises.ipynb)：在 CPU 和 GPU 上做大大小小的计算，跨设备保存与加载参数，
 #   用 1000 次矩阵乘法重做上面的记录实验，以及让两块 GPU 同时工作。
-# - [07 – 走出单机](07-beyond-one-machine.ipynb)：多块 GPU 与多台服务器。
+# - [07 – 走出一台机器](07-beyond-one-machine.ipynb)：多块 GPU 与多台服务器。
