@@ -51,8 +51,12 @@ class Lab:
 
 @pytest.fixture
 def chromium() -> str:
-    path = os.environ.get("CHROMIUM") or next(filter(None, map(shutil.which, CHROMIUM_NAMES)), None)
-    if not path or not os.access(path, os.X_OK):
+    if given := os.environ.get("CHROMIUM"):
+        if not os.access(given, os.X_OK):
+            pytest.fail(f"CHROMIUM={given} is not an executable. {NO_CHROMIUM}", pytrace=False)
+        return given
+    path = next(filter(None, map(shutil.which, CHROMIUM_NAMES)), None)
+    if path is None:
         pytest.fail(NO_CHROMIUM, pytrace=False)
     return path
 

@@ -154,7 +154,7 @@ def _check_saved_pair(script: Path, stored: Path, original_script: str) -> None:
     assert any(c.outputs for c in code), "Run All produced no output at all"
 
 
-def test_a_lesson_opens_from_its_py_runs_and_saves_as_a_pair(lab, chromium, tmp_path):
+def test_a_lesson_opens_from_its_py_runs_and_saves_as_a_pair(chromium, lab, tmp_path):
     script = lab.root / LESSON
     stored = script.with_suffix(".ipynb")
     original_script = script.read_text(encoding="utf-8")
