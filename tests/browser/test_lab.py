@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 
 import jupytext
 import nbformat
+from jupytext.config import load_jupytext_configuration_file
 from playwright.sync_api import Locator, Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -19,6 +20,7 @@ RUN_TIMEOUT_S = 120
 CHROMIUM_ARGS = ["--disable-dev-shm-usage", "--disable-gpu"]
 if os.geteuid() == 0:  # Chromium's sandbox refuses root, which is how CI runs
     CHROMIUM_ARGS.append("--no-sandbox")
+REPOSITORY = Path(__file__).resolve().parents[2]
 LESSON_NOTEBOOK = re.compile(r"\d\d-[a-z0-9-]+\.ipynb")
 
 
@@ -109,15 +111,19 @@ def _run_all(page: Page, panel: Locator) -> None:
     _menu(page, "Run", "Run All Cells")
     deadline = time.monotonic() + RUN_TIMEOUT_S
     status = panel.locator(".jp-Notebook-ExecutionIndicator")
+    started = False
     while time.monotonic() < deadline:
         texts = prompts.all_inner_texts()
-        if status.get_attribute("data-status") == "idle" and not any("*" in t for t in texts):
-            return
+        started = started or any(re.search(r"[*\d]", t) for t in texts)
+        idle = status.get_attribute("data-status") == "idle"
+        if started and idle and not any("*" in t for t in texts):
+            return  # cells left blank (a stop on error) are reported from the saved file
         time.sleep(0.5)
     raise AssertionError(f"the cells were still running after {RUN_TIMEOUT_S} s")
 
 
 def _save(page: Page, panel: Locator, files: list[Path]) -> None:
+    """Save with Ctrl+S, as a reader does; both files of the pair must be written."""
     before = [f.stat().st_mtime_ns for f in files]
     panel.locator(".jp-Notebook").click()
     page.keyboard.press("Control+s")
@@ -125,9 +131,6 @@ def _save(page: Page, panel: Locator, files: list[Path]) -> None:
         "() => !document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current')"
         ".classList.contains('jp-mod-dirty')"
     )
-    deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while [f.stat().st_mtime_ns for f in files] == before or time.monotonic() > deadline:
-        time.sleep(0.2)
     written = [f.name for f, t in zip(files, before, strict=True) if f.stat().st_mtime_ns != t]
     assert written == [f.name for f in files], f"saving wrote only {written}"
 
@@ -136,13 +139,11 @@ def _check_saved_pair(script: Path, stored: Path, original_script: str) -> None:
     text = script.read_text(encoding="utf-8")
     assert text == original_script, "saving changed the .py (metadata noise or a lost edit)"
     notebook = nbformat.read(stored, as_version=4)
-    assert jupytext.writes(notebook, fmt="py:percent") == text, "the .ipynb and the .py differ"
+    config = load_jupytext_configuration_file(str(REPOSITORY / "jupytext.toml"))
+    converted = jupytext.writes(notebook, fmt="py:percent", config=config)
+    assert converted == text, "the saved .ipynb and .py differ"
 
     code = [c for c in notebook.cells if c.cell_type == "code"]
-    counts = [c.execution_count for c in code]
-    not_run = [i for i, n in enumerate(counts) if n is None]
-    assert not not_run, f"code cells {not_run} did not run (counts {counts})"
-    assert counts == sorted(counts), f"cells ran out of order: {counts}"
     # A cell tagged raises-exception demonstrates an error (and Run All goes on past it).
     errors = [
         f"cell {i}: {o.ename}: {o.evalue}"
@@ -150,6 +151,10 @@ def _check_saved_pair(script: Path, stored: Path, original_script: str) -> None:
         for o in c.outputs
         if o.output_type == "error" and "raises-exception" not in c.metadata.get("tags", [])
     ]
+    counts = [c.execution_count for c in code]
+    not_run = [i for i, n in enumerate(counts) if n is None]
+    assert not not_run, f"code cells {not_run} did not run (counts {counts}; errors {errors})"
+    assert counts == sorted(counts), f"cells ran out of order: {counts}"
     assert not errors, f"error outputs after Run All: {errors}"
     assert any(c.outputs for c in code), "Run All produced no output at all"
 
