@@ -40,7 +40,7 @@ def _current_tab(page: Page) -> Locator:
 
 
 def _index_is_shown_first(page: Page) -> None:
-    page.locator(".jp-MarkdownViewer .jp-RenderedMarkdown h1").first.wait_for()
+    page.locator(".jp-MarkdownViewer .jp-RenderedMarkdown").first.wait_for()
     assert _current_tab(page).inner_text().strip() == "README.md"
 
 
