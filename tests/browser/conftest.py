@@ -93,8 +93,24 @@ def _wait_until_serving(lab: Lab, server: subprocess.Popen) -> None:
     pytest.fail(f"JupyterLab did not answer:\n{lab.log.read_text(encoding='utf-8')}")
 
 
+def _group_alive(server: subprocess.Popen) -> bool:
+    server.poll()  # reap `make` itself, or the group never looks empty
+    try:
+        os.killpg(server.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _wait_for_group(server: subprocess.Popen, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _group_alive(server) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return not _group_alive(server)
+
+
 def _stop(server: subprocess.Popen, lab: Lab | None) -> None:
-    """Ask the server to shut down with its kernels; end the process group if it does not."""
+    """Ask the server to shut down with its kernels; end its process group if it does not."""
     if lab is not None and server.poll() is None:
         request = urllib.request.Request(
             f"{lab.base}/api/shutdown",
@@ -103,16 +119,17 @@ def _stop(server: subprocess.Popen, lab: Lab | None) -> None:
         )
         try:
             urllib.request.urlopen(request, timeout=10).close()
-            server.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired):
+        except OSError:
             pass
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)
+        _wait_for_group(server, 30)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _group_alive(server):
+            return
         try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
+            os.killpg(server.pid, sig)
+        except ProcessLookupError:
+            return
+        _wait_for_group(server, 15)
 
 
 @pytest.fixture
