@@ -3,7 +3,13 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+BROWSER_STAMP := $(VENV)/.browser-installed
 LAB_PORT ?= 8888
+# What `make lab` serves, and extra `jupyter lab` options (the browser test passes a copy
+# of notebooks/ and --no-browser).
+LAB_ROOT ?= notebooks
+LAB_OPTIONS ?=
+LAB_INDEX := /lab/tree/README.md
 NOTEBOOK_SOURCES := $(wildcard notebooks/en/*.py notebooks/zh/*.py)
 # gpu-check needs only a Python with torch: the venv when there is one, else $(PYTHON).
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
@@ -16,8 +22,8 @@ NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 \
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .DEFAULT_GOAL := help
-.PHONY: help install lab test unit notebooks lint format sync execute bench gpu-check gpu-wheels \
-        constraints clean
+.PHONY: help install lab test-browser test unit notebooks lint format sync execute bench \
+        gpu-check gpu-wheels constraints clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,12 +37,24 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP) ## create or refresh .venv with pinned, CPU-sized dependencies
 
-lab: $(STAMP) ## open the notebooks in JupyterLab on 127.0.0.1, with a fresh token
+# JupyterLab reads jupyter-config/ before the reader's own settings (which it leaves
+# as they are) and starts lessons in this environment's Python kernel.
+lab: $(STAMP) ## open the lessons in JupyterLab on 127.0.0.1 with a fresh token, index first
 	@token="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))')"; \
-	echo "JupyterLab will open at http://127.0.0.1:$(LAB_PORT)/lab?token=$$token"; \
+	echo "JupyterLab will open at http://127.0.0.1:$(LAB_PORT)$(LAB_INDEX)?token=$$token"; \
+	JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
+	JUPYTER_PATH="$(abspath $(VENV))/share/jupyter$${JUPYTER_PATH:+:$$JUPYTER_PATH}" \
 	$(PY) -m jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) \
-	    --ServerApp.port_retries=0 --ServerApp.root_dir=notebooks $(ROOT_FLAG) \
-	    --IdentityProvider.token="$$token"
+	    --ServerApp.port_retries=0 --ServerApp.root_dir="$(LAB_ROOT)" $(ROOT_FLAG) \
+	    --LabApp.default_url=$(LAB_INDEX) --IdentityProvider.token="$$token" $(LAB_OPTIONS)
+
+# Drives JupyterLab in headless Chromium on a copy of notebooks/ (tests/browser/).
+test-browser: $(BROWSER_STAMP) ## open, run and save a lesson in JupyterLab in a real browser
+	$(PY) -m pytest -q -p no:cacheprovider tests/browser
+
+$(BROWSER_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[browser]'
+	touch $@
 
 test: unit notebooks ## unit tests, then every notebook through nbval
 
@@ -86,7 +104,7 @@ gpu-wheels: $(STAMP) ## download pytest's wheels (build/gpu-wheels) for an offli
 
 constraints: ## re-pin constraints.txt from a fresh resolve (then review the diff)
 	rm -rf $(VENV)-pin && $(PYTHON) -m venv $(VENV)-pin
-	$(VENV)-pin/bin/pip install --quiet torch==2.13.0 -e '.[dev]'
+	$(VENV)-pin/bin/pip install --quiet torch==2.13.0 -e '.[dev,browser]'
 	{ sed -n '1,2p' constraints.txt; $(VENV)-pin/bin/pip freeze --exclude-editable \
 	    | sed 's/^torch==\([0-9.]*\)+.*/torch==\1/'; } > constraints.new
 	mv constraints.new constraints.txt && rm -rf $(VENV)-pin

@@ -1,0 +1,38 @@
+"""The JupyterLab that `make lab` serves: Jupyter reads this folder first through
+JUPYTER_CONFIG_PATH, so the reader's own Jupyter settings stay as they are.
+
+Settings the reader sees (default viewers, no news pop-up, kernel start) are in
+labconfig/default_setting_overrides.json: defaults that the reader's own settings
+still override.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+from jupyter_server.services.contents.manager import ContentsManager
+from jupytext.config import parse_jupytext_configuration_file
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+c = get_config()  # noqa: F821 (defined by Jupyter when it runs this file)
+
+# Jupytext looks for jupytext.toml only inside the server's root (notebooks/), so the
+# repository's file is handed to it here: the same pairing and metadata filters as
+# `make sync`, so saving in JupyterLab writes both files of a pair and a clean .py.
+for name, value in parse_jupytext_configuration_file(str(REPOSITORY / "jupytext.toml")).items():
+    setattr(c.JupytextConfiguration, name, value)
+
+# Each lesson is listed once, as its .py; opening it shows the stored outputs of the
+# .ipynb. Two tabs of one pair would overwrite each other's saves. The reader's own
+# notebooks (not named NN-...) stay listed.
+c.ContentsManager.hide_globs = [
+    *ContentsManager.class_traits()["hide_globs"].default(),
+    "[0-9][0-9]-*.ipynb",
+]
+
+# The layout of open tabs is remembered in this environment, apart from the reader's
+# other JupyterLab sessions (whose default workspace would otherwise reopen these files).
+c.LabApp.workspaces_dir = os.environ.get(
+    "JUPYTERLAB_WORKSPACES_DIR", os.path.join(sys.prefix, "share", "jupyter", "lab", "workspaces")
+)
