@@ -261,8 +261,11 @@ plt.show()
 # (a) is about as fast as anything that loops. (b) can even be a little slower:
 # `log[i] = ...` is one more PyTorch operation per step (select the slot, copy the
 # value into it), with its own call overhead, while `.item()` is a plain read. (c)
-# pays the per-call overhead once instead of 3000 times, and hands the library one
-# large batch it can spread over all cores, so it is usually the fastest.
+# pays the per-call overhead once instead of 3000 times and hands the library one
+# large batch to spread over all cores; but it also writes all 1000 products to
+# memory before reading them back for the norms, where the loops keep each small
+# product in the cache. Which effect wins on a CPU depends on the machine: the
+# cell above prints the ratios on yours.
 #
 # **On a GPU.** There a call only *queues* a kernel and returns at once, so the
 # Python loop can run ahead of the GPU. In (b) it does: it queues all 3000 kernels
