@@ -295,7 +295,7 @@ plt.show()
 #   product each, with PyTorch limited to one core per product, against one thread
 #   running both. This measures cores, not GPUs, and is labelled so.
 
-# %% tags=["nbval-ignore-output"]
+# %%
 gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]
 if len(gpus) >= 2:
     setting = f"two GPUs ({gpus[0]}, {gpus[1]})"
@@ -343,6 +343,8 @@ else:
         for job in [pool.submit(torch.mm, x, x), pool.submit(torch.mm, y, y)]:
             job.result()
 
+
+# %% tags=["nbval-ignore-output"]
 threads = torch.get_num_threads()
 torch.set_num_threads(1)  # one core per product; no effect on GPU products
 try:
@@ -369,9 +371,9 @@ plt.show()
 # With two GPUs, expect a speed-up near 2: each GPU runs its own product, and the
 # only shared work is Python launching two kernels, which takes microseconds. With
 # one GPU and two streams, expect little: both streams share the same arithmetic
-# units, which one large product already keeps busy. The CPU stand-in sits
-# somewhere between: the two cores share memory bandwidth and caches, and on a
-# shared machine other programs compete for them.
+# units, which one large product already keeps busy. The CPU stand-in usually falls
+# short of 2 for reasons of its own: the two cores share memory bandwidth and
+# caches, and on a shared machine other programs compete for them.
 #
 # ## Summary
 #

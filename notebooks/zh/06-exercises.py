@@ -278,7 +278,7 @@ plt.show()
 #   并限制 PyTorch 每次乘法只用一个核心，与一个线程先后做两次相比。
 #   这测的是 CPU 核心，不是 GPU，输出里也这样标明。
 
-# %% tags=["nbval-ignore-output"]
+# %%
 gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]
 if len(gpus) >= 2:
     setting = f"two GPUs ({gpus[0]}, {gpus[1]})"
@@ -326,6 +326,8 @@ else:
         for job in [pool.submit(torch.mm, x, x), pool.submit(torch.mm, y, y)]:
             job.result()
 
+
+# %% tags=["nbval-ignore-output"]
 threads = torch.get_num_threads()
 torch.set_num_threads(1)  # one core per product; no effect on GPU products
 try:
@@ -351,8 +353,8 @@ plt.show()
 # %% [markdown]
 # 有两块 GPU 时，预期加速比接近 2：每块 GPU 做自己的乘法，唯一共享的工作是 Python
 # 启动两个内核，只需几微秒。只有一块 GPU、用两个流时，预期收益很小：两个流共享同一批
-# 运算单元，而一次大乘法已经让它们很忙了。CPU 替身介于两者之间：两个核心共享内存带宽
-# 和缓存，在共享的机器上，其他程序也在争用它们。
+# 运算单元，而一次大乘法已经让它们很忙了。CPU 替身通常也达不到 2，原因在它自己：
+# 两个核心共享内存带宽和缓存，在共享的机器上，其他程序也在争用它们。
 #
 # ## 小结
 #
