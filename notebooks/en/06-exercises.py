@@ -261,8 +261,11 @@ plt.show()
 # (a) is about as fast as anything that loops. (b) can even be a little slower:
 # `log[i] = ...` is one more PyTorch operation per step (select the slot, copy the
 # value into it), with its own call overhead, while `.item()` is a plain read. (c)
-# pays the per-call overhead once instead of 3000 times, and hands the library one
-# large batch it can spread over all cores, so it is usually the fastest.
+# pays the per-call overhead once instead of 3000 times and hands the library one
+# large batch to spread over all cores; but it also writes all 1000 products to
+# memory before reading them back for the norms, where the loops keep each small
+# product in the cache. Which effect wins on a CPU depends on the machine: the
+# cell above prints the ratios on yours.
 #
 # **On a GPU.** There a call only *queues* a kernel and returns at once, so the
 # Python loop can run ahead of the GPU. In (b) it does: it queues all 3000 kernels
@@ -292,7 +295,7 @@ plt.show()
 #   product each, with PyTorch limited to one core per product, against one thread
 #   running both. This measures cores, not GPUs, and is labelled so.
 
-# %% tags=["nbval-ignore-output"]
+# %%
 gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]
 if len(gpus) >= 2:
     setting = f"two GPUs ({gpus[0]}, {gpus[1]})"
@@ -340,6 +343,7 @@ else:
         for job in [pool.submit(torch.mm, x, x), pool.submit(torch.mm, y, y)]:
             job.result()
 
+# %% tags=["nbval-ignore-output"]
 threads = torch.get_num_threads()
 torch.set_num_threads(1)  # one core per product; no effect on GPU products
 try:
@@ -366,9 +370,9 @@ plt.show()
 # With two GPUs, expect a speed-up near 2: each GPU runs its own product, and the
 # only shared work is Python launching two kernels, which takes microseconds. With
 # one GPU and two streams, expect little: both streams share the same arithmetic
-# units, which one large product already keeps busy. The CPU stand-in sits
-# somewhere between: the two cores share memory bandwidth and caches, and on a
-# shared machine other programs compete for them.
+# units, which one large product already keeps busy. The CPU stand-in usually falls
+# short of 2 for reasons of its own: the two cores share memory bandwidth and
+# caches, and on a shared machine other programs compete for them.
 #
 # ## Summary
 #

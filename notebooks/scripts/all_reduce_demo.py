@@ -11,15 +11,8 @@ all_reduce of an n x n float32 matrix against the local x + y and x @ x.
 
 from __future__ import annotations
 
-import argparse
-import statistics
+import os
 import sys
-
-import torch
-import torch.distributed as dist
-
-import d2l_gpu
-from d2l_gpu import distributed
 
 
 def launch_hint(script: str) -> str:
@@ -33,6 +26,22 @@ def launch_hint(script: str) -> str:
         f"      --rdzv-endpoint HOST:29500 {script}\n"
         "If torchrun is not on your PATH, `python -m torch.distributed.run` is the same program."
     )
+
+
+if __name__ == "__main__" and "LOCAL_RANK" not in os.environ:
+    # torchrun sets LOCAL_RANK in every process it starts. Without it there are no
+    # partners to wait for: say how to launch at once, before importing torch.
+    print(launch_hint(sys.argv[0]), file=sys.stderr)
+    sys.exit(2)
+
+import argparse
+import statistics
+
+import torch
+import torch.distributed as dist
+
+import d2l_gpu
+from d2l_gpu import distributed
 
 
 def say(*lines: str) -> None:
@@ -111,9 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repeats < 2 or any(n < 1 for n in args.sizes):
         parser.error("--repeats takes a count >= 2 and --sizes matrix sides >= 1")
-    if distributed.local_rank() is None:
-        print(launch_hint(sys.argv[0]), file=sys.stderr)
-        return 2
     with distributed.process_group(args.backend, timeout=args.timeout) as me:
         head = f"rank {me.rank}/{me.world_size}:"
         why = f" (not nccl: {'; '.join(me.why_not_nccl)})" if me.why_not_nccl else ""

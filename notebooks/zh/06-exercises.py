@@ -250,8 +250,9 @@ plt.show()
 # 已经在内存里的数，没有什么需要等待，(a) 几乎和任何逐次循环的写法一样快。
 # (b) 甚至可能稍慢一点：`log[i] = ...` 在每一步多做一次 PyTorch 操作（选出那个位置，
 # 把值复制进去），有它自己的调用开销，而 `.item()` 只是一次普通的读取。
-# (c) 只付一次而不是 3000 次调用开销，并且交给库一个足够大的批次，可以分给所有核心，
-# 所以它通常最快。
+# (c) 只付一次而不是 3000 次调用开销，并且交给库一个足够大的批次，可以分给所有核心；
+# 但它也要先把 1000 个乘积全部写进内存，再读回来求范数，而循环的写法让每个小乘积
+# 一直留在缓存里。在 CPU 上哪种效应占上风取决于机器：上面的单元格打印了你机器上的比值。
 #
 # **在 GPU 上。** 在那里，一次调用只是把内核*排进队列*就立即返回，所以 Python 循环
 # 可以跑在 GPU 前面。(b) 正是这样：循环把 3000 个内核全部排进队列，GPU 一个接一个地
@@ -277,7 +278,7 @@ plt.show()
 #   并限制 PyTorch 每次乘法只用一个核心，与一个线程先后做两次相比。
 #   这测的是 CPU 核心，不是 GPU，输出里也这样标明。
 
-# %% tags=["nbval-ignore-output"]
+# %%
 gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]
 if len(gpus) >= 2:
     setting = f"two GPUs ({gpus[0]}, {gpus[1]})"
@@ -325,6 +326,7 @@ else:
         for job in [pool.submit(torch.mm, x, x), pool.submit(torch.mm, y, y)]:
             job.result()
 
+# %% tags=["nbval-ignore-output"]
 threads = torch.get_num_threads()
 torch.set_num_threads(1)  # one core per product; no effect on GPU products
 try:
@@ -350,8 +352,8 @@ plt.show()
 # %% [markdown]
 # 有两块 GPU 时，预期加速比接近 2：每块 GPU 做自己的乘法，唯一共享的工作是 Python
 # 启动两个内核，只需几微秒。只有一块 GPU、用两个流时，预期收益很小：两个流共享同一批
-# 运算单元，而一次大乘法已经让它们很忙了。CPU 替身介于两者之间：两个核心共享内存带宽
-# 和缓存，在共享的机器上，其他程序也在争用它们。
+# 运算单元，而一次大乘法已经让它们很忙了。CPU 替身通常也达不到 2，原因在它自己：
+# 两个核心共享内存带宽和缓存，在共享的机器上，其他程序也在争用它们。
 #
 # ## 小结
 #
