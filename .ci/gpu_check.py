@@ -36,7 +36,7 @@ LIMITS = {"probe": 60, "info": 60, "tests": 240, "notebook": 150, "torchrun": 18
 
 PROBE = """
 import json, torch
-acc = torch.accelerator.current_accelerator(check_available=True)
+acc = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
 print(json.dumps({
     "torch": torch.__version__,
     "kind": acc.type if acc else None,
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--notebooks",
         nargs="+",
-        default=["notebooks/*/*.py"],
+        default=["notebooks/en/*.py", "notebooks/zh/*.py"],
         help="glob patterns of notebook sources to run, relative to the repository",
     )
     parser.add_argument("--budget", type=float, default=480, help="seconds for the whole run")

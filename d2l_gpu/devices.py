@@ -38,12 +38,23 @@ def _check_index(i: object, func: str) -> int:
     return index
 
 
+def _hardware_kind() -> str | None:
+    """The accelerator backend usable now, or None.
+
+    (``current_accelerator(check_available=True)`` would say this in one call,
+    but torch 2.6, the oldest we support, lacks the argument.)
+    """
+    if not torch.accelerator.is_available():
+        return None
+    return torch.accelerator.current_accelerator().type
+
+
 def _hardware_gpus() -> list[torch.device]:
     """Every accelerator device this machine really has."""
-    kind = torch.accelerator.current_accelerator(check_available=True)
+    kind = _hardware_kind()
     if kind is None:
         return []
-    return [torch.device(kind.type, i) for i in range(torch.accelerator.device_count())]
+    return [torch.device(kind, i) for i in range(torch.accelerator.device_count())]
 
 
 def available_devices() -> list[torch.device]:
@@ -106,8 +117,7 @@ def gpu(i: int = 0) -> torch.device:
     On a machine without an accelerator the name is CUDA's, as in the book.
     """
     index = _check_index(i, "gpu")
-    kind = torch.accelerator.current_accelerator(check_available=True)
-    return torch.device(kind.type if kind else "cuda", index)
+    return torch.device(_hardware_kind() or "cuda", index)
 
 
 def num_gpus() -> int:

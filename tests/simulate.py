@@ -18,9 +18,7 @@ def simulate_machine(monkeypatch: pytest.MonkeyPatch, kind: str | None, count: i
     available = kind is not None and count > 0
     current = torch.device(kind) if available else None
     monkeypatch.setattr(torch.accelerator, "is_available", lambda: available)
-    monkeypatch.setattr(
-        torch.accelerator, "current_accelerator", lambda check_available=False: current
-    )
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", lambda: current)
     monkeypatch.setattr(torch.accelerator, "device_count", lambda: count if available else 0)
     # On a real CUDA machine the driver would be asked about devices that may not exist.
     monkeypatch.setattr(devices, "_cuda_has_context", None)
