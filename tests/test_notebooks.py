@@ -314,7 +314,7 @@ def test_stored_outputs_are_short_and_name_no_machine_folder(path):
 
 
 _CALQUES = re.compile(r"普通行|Python 数(?![值组据字])|中位时间|翻上|调度器|分派器|普通笔记本")
-_LONE_UNIT = re.compile(r"单元(?![格素]|测试)")
+_LONE_UNIT = re.compile(r"(?<!运算|计算)单元(?![格素]|测试)")
 _INLINE_CODE = re.compile(r"`[^`]*`|\]\([^)]*\)")
 
 
@@ -368,7 +368,7 @@ def test_the_glossary_check_catches_each_rule(paragraph):
 
 
 def test_the_glossary_check_accepts_good_prose():
-    good = '笔记本里的每个单元格都能运行；`"gpu"` 是代码。得到单元素张量里的 Python 数值和中位数。'
+    good = '笔记本里的每个单元格都能运行；`"gpu"` 是代码。得到单元素张量里的 Python 数值和中位数。GPU 有成千上万个运算单元。'
     assert _glossary_problems([good, "没有 GPU 的笔记本电脑也能跑。"]) == []
 
 
