@@ -369,7 +369,8 @@ def test_the_glossary_check_catches_each_rule(paragraph):
 
 def test_the_glossary_check_accepts_good_prose():
     good = '笔记本里的每个单元格都能运行；`"gpu"` 是代码。得到单元素张量里的 Python 数值和中位数。'
-    assert _glossary_problems([good, "GPU 有成千上万个运算单元。", "没有 GPU 的笔记本电脑也能跑。"]) == []
+    units = "GPU 有成千上万个运算单元。"
+    assert _glossary_problems([good, units, "没有 GPU 的笔记本电脑也能跑。"]) == []
 
 
 @pytest.mark.parametrize("text", ["/work/main/.venv/bin/python", "in /home/ada/x.py", "/tmp/abc"])
