@@ -69,6 +69,10 @@ TWINS = [
     ("<function f at 0x7f3a2b1c>", "<function f at 0x55d0e8a0>"),
     # notebook 02: torch.device("cuda" if torch.cuda.is_available() else "cpu")
     ("cuda\n", "cpu\n"),
+    # notebook 02: d2l_gpu.gpu(1) names an MPS device on a Mac, CUDA's on a CPU-only machine
+    ("device(type='mps', index=1)\n", "device(type='cuda', index=1)\n"),
+    # notebook 04 run with D2L_DEVICE=cuda:1
+    ("0.weight shape (1, 3), on cuda:1\n", "0.weight shape (1, 3), on cpu\n"),
 ]
 
 
@@ -84,6 +88,13 @@ DIFFERENT = [
     ("Y: (2, 3) torch.float32\n", "Y: (3, 2) torch.float32\n"),
     ("same memory: False\n", "same memory: True\n"),
     ("8 batches, each pinned as asked: True\n", "8 batches, each pinned as asked: False\n"),
+    # values computed on a GPU are still compared: only the device suffix goes
+    ("mean loss of the zero model: 1.06\n", "mean loss of the zero model: 1.07\n"),
+    (
+        "tensor([[-0.5948],\n        [-0.5948]], device='cuda:0', grad_fn=<AddmmBackward0>)",
+        "tensor([[-0.5947],\n        [-0.5947]], grad_fn=<AddmmBackward0>)",
+    ),
+    ("same losses both ways: False\n", "same losses both ways: True\n"),
     (
         "Tensor on device meta is not on the expected device cpu!",
         "Tensor on device cpu is not on the expected device meta!",

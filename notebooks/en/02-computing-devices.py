@@ -132,8 +132,11 @@ print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
 # On a machine with CUDA GPUs, the cell below starts a fresh Python process with
 # the variable set and lets it count. With one GPU it hides it, and the child
 # counts none. With two or more it shows only the last one, and the child finds
-# that card as `cuda:0`: the same name this process lists last. Without a CUDA
-# GPU there is nothing to hide, and the cell only says so.
+# that card as `cuda:0`: the same name this process lists last. The numbers in
+# the variable always count physical cards, so if this process was itself
+# started with `CUDA_VISIBLE_DEVICES` set, as cluster schedulers often do, the
+# cell passes on the last entry of that list. Without a CUDA GPU there is
+# nothing to hide, and the cell only says so.
 
 # %% tags=["nbval-ignore-output"]
 import os
@@ -147,7 +150,16 @@ print(len(names), "CUDA GPU(s):", names)
 names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 print("this process sees", len(names), "CUDA GPU(s):", names)
 if names:
-    visible = str(len(names) - 1) if len(names) >= 2 else ""
+    # The variable counts physical cards. If this process was itself started with
+    # it (cluster schedulers set it), its last card is the last entry listed there.
+    given = os.environ.get("HIP_VISIBLE_DEVICES" if torch.version.hip else "CUDA_VISIBLE_DEVICES")
+    listed = [entry.strip() for entry in (given or "").split(",") if entry.strip()]
+    if len(names) == 1:
+        visible = ""
+    elif len(listed) >= len(names):
+        visible = listed[len(names) - 1]
+    else:
+        visible = str(len(names) - 1)
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": visible}
     run = subprocess.run(
         [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True
@@ -166,15 +178,15 @@ else:
 
 # %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
-    last = torch.cuda.device_count() - 1
-    print("current CUDA device:", torch.cuda.current_device())
+    previous, last = torch.cuda.current_device(), torch.cuda.device_count() - 1
+    print("current CUDA device:", previous)
     torch.cuda.set_device(last)
     try:
         print(
             f"after set_device({last}), 'cuda' puts tensors on", torch.ones(1, device="cuda").device
         )
     finally:
-        torch.cuda.set_device(0)
+        torch.cuda.set_device(previous)
 else:
     print("No CUDA GPU: there is no current CUDA device to change.")
 

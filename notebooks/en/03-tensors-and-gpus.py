@@ -179,9 +179,12 @@ else:
 # A GPU has far less memory than a server has RAM, so it is worth checking before
 # creating something big. A `meta` tensor tells us how many bytes a shape needs
 # without allocating any. Asking a CUDA GPU for more than it has raises
-# `torch.OutOfMemoryError` at once; Apple's MPS raises a plain `RuntimeError`
-# whose message says "out of memory". On the CPU we do not try, because the
-# operating system may end the whole Jupyter kernel rather than report an error.
+# `torch.OutOfMemoryError` at once. Apple's MPS raises a plain `RuntimeError`:
+# for a request larger than the biggest buffer Metal allows, as here, its message
+# starts "Invalid buffer size"; for one that merely does not fit next to what is
+# already allocated, "MPS backend out of memory". On the CPU we do not try,
+# because the operating system may end the whole Jupyter kernel rather than
+# report an error.
 
 # %% tags=["nbval-ignore-output"]
 device = X.device
@@ -370,10 +373,13 @@ print(f"  the second reading is {finished / queued:.1f}x the first")
 if device.type == "cuda":
     begin = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
-    begin.record()
+    # Plain record() marks the current GPU's queue; name the queue the products
+    # go to, which differs when D2L_DEVICE picks a GPU other than cuda:0.
+    queue = torch.cuda.current_stream(device)
+    begin.record(queue)
     for _ in range(10):
         c = torch.matmul(a, a)
-    end.record()
+    end.record(queue)
     end.synchronize()  # wait until the GPU has passed the second marker
     print(f"CUDA events: 10 products took {begin.elapsed_time(end):.2f} ms on the GPU")
 else:

@@ -122,6 +122,8 @@ print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
 # 在有 CUDA GPU 的机器上，下面的单元格设好这个变量，启动一个新的 Python 子进程，让它自己数。
 # 只有一块 GPU 时，变量把它隐藏，子进程一块也数不到；有两块或更多时，
 # 只留下最后一块，子进程把它看作 `cuda:0`，名字正是本进程列出的最后一块卡。
+# 这个变量里的编号总是指物理上的卡，所以如果本进程启动时已经设了 `CUDA_VISIBLE_DEVICES`
+# （集群的作业调度系统常常这样做），单元格传下去的是那份列表里的最后一项。
 # 没有 CUDA GPU 时无可隐藏，单元格只说明这一点。
 
 # %% tags=["nbval-ignore-output"]
@@ -136,7 +138,16 @@ print(len(names), "CUDA GPU(s):", names)
 names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 print("this process sees", len(names), "CUDA GPU(s):", names)
 if names:
-    visible = str(len(names) - 1) if len(names) >= 2 else ""
+    # The variable counts physical cards. If this process was itself started with
+    # it (cluster schedulers set it), its last card is the last entry listed there.
+    given = os.environ.get("HIP_VISIBLE_DEVICES" if torch.version.hip else "CUDA_VISIBLE_DEVICES")
+    listed = [entry.strip() for entry in (given or "").split(",") if entry.strip()]
+    if len(names) == 1:
+        visible = ""
+    elif len(listed) >= len(names):
+        visible = listed[len(names) - 1]
+    else:
+        visible = str(len(names) - 1)
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": visible}
     run = subprocess.run(
         [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True
@@ -153,15 +164,15 @@ else:
 
 # %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
-    last = torch.cuda.device_count() - 1
-    print("current CUDA device:", torch.cuda.current_device())
+    previous, last = torch.cuda.current_device(), torch.cuda.device_count() - 1
+    print("current CUDA device:", previous)
     torch.cuda.set_device(last)
     try:
         print(
             f"after set_device({last}), 'cuda' puts tensors on", torch.ones(1, device="cuda").device
         )
     finally:
-        torch.cuda.set_device(0)
+        torch.cuda.set_device(previous)
 else:
     print("No CUDA GPU: there is no current CUDA device to change.")
 

@@ -163,7 +163,9 @@ else:
 # GPU 的显存比服务器的内存小得多，所以创建大张量之前值得先算一算。
 # `meta` 张量能告诉我们某个形状需要多少字节，却一个字节也不分配。
 # 向 CUDA GPU 要超过它容量的内存，会立刻抛出 `torch.OutOfMemoryError`；
-# Apple 的 MPS 抛出的则是普通的 `RuntimeError`，信息里写着“out of memory”。
+# Apple 的 MPS 抛出的则是普通的 `RuntimeError`：请求超过 Metal 允许的最大缓冲区时（本例正是如此），
+# 信息以“Invalid buffer size”开头；请求本身不算太大、只是和已分配的内存加起来放不下时，
+# 信息是“MPS backend out of memory”。
 # 在 CPU 上我们不做这个尝试，因为操作系统可能不报错，而是直接结束整个 Jupyter 内核。
 
 # %% tags=["nbval-ignore-output"]
@@ -343,10 +345,13 @@ print(f"  the second reading is {finished / queued:.1f}x the first")
 if device.type == "cuda":
     begin = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
-    begin.record()
+    # Plain record() marks the current GPU's queue; name the queue the products
+    # go to, which differs when D2L_DEVICE picks a GPU other than cuda:0.
+    queue = torch.cuda.current_stream(device)
+    begin.record(queue)
     for _ in range(10):
         c = torch.matmul(a, a)
-    end.record()
+    end.record(queue)
     end.synchronize()  # wait until the GPU has passed the second marker
     print(f"CUDA events: 10 products took {begin.elapsed_time(end):.2f} ms on the GPU")
 else:
