@@ -103,6 +103,30 @@ def test_an_unknown_check_is_refused_with_the_choices(tmp_path):
     )
 
 
+@pytest.mark.parametrize("override", ["cuda:1", "cpu"])
+def test_nccl_demo_takes_one_rank_per_cuda_gpu_whatever_d2l_device_says(
+    tmp_path, monkeypatch, override
+):
+    """On two GPUs with D2L_DEVICE=cuda:1 both ranks would take cuda:1 and nccl would refuse."""
+    gpu_check = _load_gpu_check()
+    monkeypatch.setenv("D2L_DEVICE", override)
+    runner = gpu_check.Runner(tmp_path, budget=60)
+    calls = []
+
+    def fake_run(args, log, limit, cwd=gpu_check.ROOT, env=None):
+        calls.append((args, env))
+        return 0, 1.5, "rank 0/2: ...\n"
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    result = gpu_check.check_torchrun(runner, {"cuda": 2})
+    assert (result.status, result.why) == ("passed", "2 rank(s)")
+    [(args, env)] = calls
+    assert args[args.index("--nproc-per-node") + 1] == "2" and args[-2:] == ["--backend", "nccl"]
+    assert "D2L_DEVICE" not in env
+    assert env["PYTHONPATH"] == runner.env["PYTHONPATH"]  # d2l_gpu still imports
+    assert runner.env["D2L_DEVICE"] == override  # the lessons still run where it says
+
+
 def test_pure_python_wheels_unpack_into_an_import_path(tmp_path):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
