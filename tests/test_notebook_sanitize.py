@@ -69,6 +69,17 @@ TWINS = [
     ("<function f at 0x7f3a2b1c>", "<function f at 0x55d0e8a0>"),
     # notebook 02: torch.device("cuda" if torch.cuda.is_available() else "cpu")
     ("cuda\n", "cpu\n"),
+    # notebook 06, exercise 2: a GPU's checkpoint loads back onto its device
+    (
+        "no map_location      tensors on ['cuda:0'], every tensor exact: True\n",
+        "no map_location      tensors on ['cpu'], every tensor exact: True\n",
+    ),
+    (
+        "no map_location      tensors on ['mps:0'], every tensor exact: True\n",
+        "no map_location      tensors on ['cpu'], every tensor exact: True\n",
+    ),
+    # notebook 07, lesson 1: local ranks 0 to 3 on two GPUs, and on a CPU
+    ("['cuda:0', 'cuda:1', 'cuda:0', 'cuda:1']\n", "['cpu', 'cpu', 'cpu', 'cpu']\n"),
 ]
 
 
@@ -84,6 +95,11 @@ DIFFERENT = [
     ("Y: (2, 3) torch.float32\n", "Y: (3, 2) torch.float32\n"),
     ("same memory: False\n", "same memory: True\n"),
     ("8 batches, each pinned as asked: True\n", "8 batches, each pinned as asked: False\n"),
+    (
+        "no map_location      tensors on ['cpu'], every tensor exact: False\n",
+        "no map_location      tensors on ['cpu'], every tensor exact: True\n",
+    ),
+    ("['cpu', 'cpu', 'cpu']\n", "['cpu', 'cpu', 'cpu', 'cpu']\n"),
     (
         "Tensor on device meta is not on the expected device cpu!",
         "Tensor on device cpu is not on the expected device meta!",
