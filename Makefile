@@ -90,7 +90,7 @@ bench: $(STAMP) ## the helpers' costs: try_gpu, Timer, benchmark() against torch
 	$(PY) tests/benchmarks/bench_overhead.py
 
 # No dependency on the venv: a borrowed GPU machine may have torch and nothing else.
-gpu-check: ## on a GPU machine: info, gpu tests, notebooks as scripts, nccl demo (< 8 min)
+gpu-check: ## on a GPU machine: info, gpu tests, nccl demo, notebooks as scripts (< 8 min)
 	$(GPU_PYTHON) .ci/gpu_check.py --report $(GPU_REPORT) --wheels $(GPU_WHEELS)
 
 # pytest and its dependencies as pure-Python wheels. pip judges markers by the

@@ -4,8 +4,9 @@
 Needs only Python and torch (no Jupyter, no network): `make gpu-check`, or from
 the repository root `python3 .ci/gpu_check.py`. It runs, each with a time limit:
 `python -m d2l_gpu info`; the gpu-marked tests (pytest from this Python, else
-unpacked from the wheel folder `make gpu-wheels` fills); every notebook source
-as a plain script in its own folder; the torchrun all-reduce demo on nccl.
+unpacked from the wheel folder `make gpu-wheels` fills); the torchrun
+all-reduce demo on nccl, one rank per CUDA GPU whatever D2L_DEVICE says; every
+notebook source as a plain script in its own folder (on the devices D2L_DEVICE allows).
 Logs go to the report folder; the last lines say, per check, passed / failed /
 skipped and why. Exits 1 if a check failed, else 0 (a machine without a GPU
 skips what needs one).
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECKS = ("info", "tests", "notebooks", "torchrun")
+CHECKS = ("info", "tests", "torchrun", "notebooks")
 DEMO = Path("notebooks/scripts/all_reduce_demo.py")
 # Seconds each kind of check may take; all of them share --budget.
 LIMITS = {"probe": 60, "info": 60, "tests": 240, "notebook": 150, "torchrun": 180}
@@ -247,7 +248,10 @@ def check_torchrun(runner: Runner, machine: dict) -> Result:
     n = machine["cuda"]
     args = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n)]
     args += [str(DEMO), "--backend", "nccl"]
-    code, seconds, output = runner.run(args, "torchrun.log", LIMITS["torchrun"])
+    # One rank per CUDA GPU: with D2L_DEVICE=cuda:1 (or cpu) every rank would take the
+    # same device (or none), and the demo would rightly refuse nccl.
+    env = {k: v for k, v in runner.env.items() if k != "D2L_DEVICE"}
+    code, seconds, output = runner.run(args, "torchrun.log", LIMITS["torchrun"], env=env)
     if code == 0:
         return Result(name, "passed", f"{n} rank(s)", seconds)
     return _failure(name, code, seconds, output)
@@ -260,11 +264,16 @@ def run_checks(args: argparse.Namespace, runner: Runner) -> tuple[str, list[Resu
         return "torch does not import", [Result("torch", "failed", f"see {log}")]
     gpus = f"{machine['count']} {machine['kind']} device(s)" if machine["count"] else "no GPU"
     header = f"torch {machine['torch']}, {gpus}, Python {sys.version.split()[0]}"
+    if "D2L_DEVICE" in runner.env:  # the lessons run on what it names
+        header += f", D2L_DEVICE={runner.env['D2L_DEVICE']}"
 
     planned: list[tuple[str, str, Callable[[], Result]]] = [
         ("info", "info", lambda: check_info(runner))
     ]
     planned.append(("tests", "gpu tests", lambda: check_tests(runner, args.wheels, machine)))
+    # Before the lessons: one short command, and the one check no CPU run can stand in for,
+    # so a budget the lessons use up never skips it.
+    planned.append(("torchrun", "torchrun nccl demo", lambda: check_torchrun(runner, machine)))
     found = (glob.glob(str(ROOT / pattern)) for pattern in args.notebooks)
     scripts = sorted({Path(p).resolve() for paths in found for p in paths})
     if not scripts:
@@ -278,7 +287,6 @@ def run_checks(args: argparse.Namespace, runner: Runner) -> tuple[str, list[Resu
     for script in scripts:
         name = f"notebook {script.parent.name}/{script.name}"
         planned.append(("notebooks", name, lambda s=script: check_notebook(runner, s)))
-    planned.append(("torchrun", "torchrun nccl demo", lambda: check_torchrun(runner, machine)))
 
     results = []
     for group, name, check in planned:

@@ -52,11 +52,14 @@ def _memory(device: torch.device) -> tuple[int | None, int | None]:
     """Total and used bytes of an accelerator; None where it will not say."""
     if device.type == "mps":
         return torch.mps.recommended_max_memory(), torch.mps.driver_allocated_memory()
+    # torch.accelerator.get_memory_info is newer than the oldest torch supported.
+    query = getattr(torch.accelerator, "get_memory_info", None)
+    if device.type == "cuda":
+        query = torch.cuda.mem_get_info
+    elif query is None:
+        return None, None
     try:
-        if device.type == "cuda":
-            free, total = torch.cuda.mem_get_info(device)
-        else:
-            free, total = torch.accelerator.get_memory_info(device)
+        free, total = query(device)
     except RuntimeError:
         # A busy or exclusive-process card refuses the context this query
         # needs; its size needs none.

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -93,9 +94,10 @@ def test_two_processes_on_gloo_sum_correctly_and_rank_0_times_them():
     assert rc == 0, err
     assert _sums(out) == {0: _expected(2), 1: _expected(2)}
     found = {(int(r), int(w), int(lr), d, b) for r, w, lr, d, b in DEVICE_LINE.findall(out)}
-    on_gpu = torch.cuda.is_available()
-    assert {(r, w, lr, b) for r, w, lr, _, b in found} == {(0, 2, 0, "gloo"), (1, 2, 1, "gloo")}
-    assert all(d.startswith("cuda") == on_gpu for *_, d, _ in found), found
+    # Each rank on the device the helpers choose for its local rank on this machine:
+    # cpu twice here, cuda:0 twice on one GPU, cuda:0 and cuda:1 on two.
+    mine = [str(distributed.rank_device(local)) for local in (0, 1)]
+    assert found == {(0, 2, 0, mine[0], "gloo"), (1, 2, 1, mine[1], "gloo")}
     assert re.search(
         r"^n = 8 \(256 bytes\):\n  all_reduce: .* median, IQR .*, 3 runs x 1$", out, re.M
     )
@@ -272,6 +274,43 @@ def test_choose_backend_explains_what_it_refuses():
         distributed.choose_backend(["cpu"], "mpi")
     with pytest.raises(ValueError, match="at least one rank"):
         distributed.choose_backend([])
+
+
+def _load_demo():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("all_reduce_demo", DEMO)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # as a module, not __main__: no launch hint, no exit
+    return module
+
+
+def test_demo_times_each_all_reduce_after_a_barrier_until_the_gpu_is_done(monkeypatch):
+    """On a simulated GPU where an all_reduce queues 10 ms of work and returns at once."""
+    demo = _load_demo()
+    simulate_machine(monkeypatch, "cuda", 1)
+    events, queued = [], []
+
+    def synchronize(device=None):
+        events.append(f"wait {torch.device(device)}")
+        end = time.perf_counter() + sum(queued)
+        queued.clear()
+        while time.perf_counter() < end:
+            pass
+
+    def all_reduce(tensor, group=None):
+        events.append("all_reduce")
+        queued.append(0.01)
+
+    monkeypatch.setattr(torch.accelerator, "synchronize", synchronize)
+    monkeypatch.setattr(dist, "barrier", lambda group=None: events.append("barrier"))
+    monkeypatch.setattr(dist, "all_reduce", all_reduce)
+    me = distributed.Rank(0, 2, 0, torch.device("cuda", 0), "gloo", None, ())
+    times = demo.time_all_reduce(me, torch.zeros(4), repeats=2)
+    one_call = ["barrier", "wait cuda:0", "all_reduce", "wait cuda:0"]
+    # The Timer starts (and waits) on creation; then 3 warm-up calls and the 2 timed ones.
+    assert events == ["wait cuda:0", *one_call * 5]
+    assert len(times) == 2 and all(t >= 0.01 for t in times), times
 
 
 @pytest.mark.gpu

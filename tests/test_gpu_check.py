@@ -53,11 +53,13 @@ def test_without_a_gpu_it_runs_what_it_can_and_says_what_it_skipped(tmp_path, no
     assert lines[0].startswith("passed   info (")
     assert lines[1].startswith("skipped  gpu tests (")
     assert "no GPU: all " in lines[1] and "gpu-marked tests skipped" in lines[1]
-    notebooks = [line for line in lines if " notebook " in f" {line}"]
+    # The nccl demo runs before the lessons, so their time budget can never skip it.
+    assert lines[2] == "skipped  torchrun nccl demo: no CUDA GPU: nccl needs one"
+    notebooks = lines[3:]
     lessons = [*ROOT.glob("notebooks/en/*.py"), *ROOT.glob("notebooks/zh/*.py")]
     assert len(notebooks) == len(lessons)
     assert all(line.endswith(": not selected (--only)") for line in notebooks)
-    assert lines[-1] == "skipped  torchrun nccl demo: no CUDA GPU: nccl needs one"
+    assert all(line.startswith("skipped  notebook ") for line in notebooks)
     assert "cpu" in (tmp_path / "info.txt").read_text(encoding="utf-8")
     assert result.stdout.rstrip().endswith("\n".join(summary))
 
@@ -98,9 +100,33 @@ def test_an_unknown_check_is_refused_with_the_choices(tmp_path):
         timeout=60,
     )
     assert result.returncode == 2
-    assert "unknown check(s) ['gpu']; choose from ['info', 'tests', 'notebooks', 'torchrun']" in (
+    assert "unknown check(s) ['gpu']; choose from ['info', 'tests', 'torchrun', 'notebooks']" in (
         result.stderr
     )
+
+
+@pytest.mark.parametrize("override", ["cuda:1", "cpu"])
+def test_nccl_demo_takes_one_rank_per_cuda_gpu_whatever_d2l_device_says(
+    tmp_path, monkeypatch, override
+):
+    """On two GPUs with D2L_DEVICE=cuda:1 both ranks would take cuda:1 and nccl would refuse."""
+    gpu_check = _load_gpu_check()
+    monkeypatch.setenv("D2L_DEVICE", override)
+    runner = gpu_check.Runner(tmp_path, budget=60)
+    calls = []
+
+    def fake_run(args, log, limit, cwd=gpu_check.ROOT, env=None):
+        calls.append((args, env))
+        return 0, 1.5, "rank 0/2: ...\n"
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    result = gpu_check.check_torchrun(runner, {"cuda": 2})
+    assert (result.status, result.why) == ("passed", "2 rank(s)")
+    [(args, env)] = calls
+    assert args[args.index("--nproc-per-node") + 1] == "2" and args[-2:] == ["--backend", "nccl"]
+    assert "D2L_DEVICE" not in env
+    assert env["PYTHONPATH"] == runner.env["PYTHONPATH"]  # d2l_gpu still imports
+    assert runner.env["D2L_DEVICE"] == override  # the lessons still run where it says
 
 
 def test_pure_python_wheels_unpack_into_an_import_path(tmp_path):

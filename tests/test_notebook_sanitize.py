@@ -73,6 +73,17 @@ TWINS = [
     ("device(type='mps', index=1)\n", "device(type='cuda', index=1)\n"),
     # notebook 04 run with D2L_DEVICE=cuda:1
     ("0.weight shape (1, 3), on cuda:1\n", "0.weight shape (1, 3), on cpu\n"),
+    # notebook 06, exercise 2: a GPU's checkpoint loads back onto its device
+    (
+        "no map_location      tensors on ['cuda:0'], every tensor exact: True\n",
+        "no map_location      tensors on ['cpu'], every tensor exact: True\n",
+    ),
+    (
+        "no map_location      tensors on ['mps:0'], every tensor exact: True\n",
+        "no map_location      tensors on ['cpu'], every tensor exact: True\n",
+    ),
+    # notebook 07, lesson 1: local ranks 0 to 3 on two GPUs, and on a CPU
+    ("['cuda:0', 'cuda:1', 'cuda:0', 'cuda:1']\n", "['cpu', 'cpu', 'cpu', 'cpu']\n"),
 ]
 
 
@@ -95,6 +106,11 @@ DIFFERENT = [
         "tensor([[-0.5947],\n        [-0.5947]], grad_fn=<AddmmBackward0>)",
     ),
     ("same losses both ways: False\n", "same losses both ways: True\n"),
+    (
+        "no map_location      tensors on ['cpu'], every tensor exact: False\n",
+        "no map_location      tensors on ['cpu'], every tensor exact: True\n",
+    ),
+    ("['cpu', 'cpu', 'cpu']\n", "['cpu', 'cpu', 'cpu', 'cpu']\n"),
     (
         "Tensor on device meta is not on the expected device cpu!",
         "Tensor on device cpu is not on the expected device meta!",

@@ -81,6 +81,13 @@ def test_report_on_a_backend_without_memory_query_shows_unknown(monkeypatch):
     assert d2l_gpu.device_info()[1] == report.DeviceInfo("xpu:0", "XPU", None, None)
 
 
+def test_report_on_a_torch_without_the_memory_query_shows_unknown(monkeypatch):
+    # torch.accelerator.get_memory_info is newer than the oldest torch d2l_gpu supports.
+    simulate_machine(monkeypatch, "xpu", 1)
+    monkeypatch.delattr(torch.accelerator, "get_memory_info")
+    assert d2l_gpu.device_info()[1] == report.DeviceInfo("xpu:0", "XPU", None, None)
+
+
 def test_report_lists_every_device_but_says_what_the_helpers_use(monkeypatch):
     simulate_machine(monkeypatch, "cuda", 2)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: (2**30, 2**32))

@@ -157,8 +157,8 @@ print("the CPU copy of the model is exact:", all(torch.equal(p.cpu(), q) for p, 
 # %% [markdown]
 # Without `map_location`, every tensor goes back to the device it came from:
 # `cuda:0` for a model saved on a GPU. On a machine without CUDA that load fails.
-# We cannot save from a GPU here, but asking for `cuda:0` runs the same check, and
-# on a machine without CUDA prints the same error. Saving the whole model object
+# Asking for `cuda:0` through `map_location` runs the same check, so the next cell
+# shows that error on any machine without CUDA (the stored run had no GPU to save from). Saving the whole model object
 # instead of its `state_dict` shows what `weights_only=True` protects against.
 
 # %% tags=["nbval-ignore-output"]
@@ -291,7 +291,8 @@ plt.show()
 # - **one CUDA GPU:** two CUDA streams on it, so that two products *may* run side
 #   by side. A large product already fills the GPU, so expect little gain; this is
 #   overlap on one device, not scaling across two;
-# - **no GPU:** no GPU result is possible. As a stand-in, two CPU threads run one
+# - **no CUDA GPU** (none at all, or one Apple MPS device, which has no streams
+#   to choose): no GPU result is possible. As a stand-in, two CPU threads run one
 #   product each, with PyTorch limited to one core per product, against one thread
 #   running both. This measures cores, not GPUs, and is labelled so.
 

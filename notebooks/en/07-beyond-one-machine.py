@@ -96,8 +96,9 @@ print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
 # The processes must also agree on how to talk. `nccl` moves data directly
 # between NVIDIA GPUs (over NVLink or the network), but only if every process has
 # a GPU *of its own*: two processes on one GPU make it stop with "Duplicate GPU
-# detected". `gloo` works everywhere, with CPU and GPU tensors alike. A process
-# cannot see on its own whether another process uses the same GPU: `cuda:0` in
+# detected". `gloo` works everywhere; it takes GPU tensors too for the common
+# collectives such as `all_reduce` and `broadcast`, copying them through the CPU.
+# A process cannot see on its own whether another process uses the same GPU: `cuda:0` in
 # two processes may be one card or two. So the processes first meet in a `gloo`
 # group and swap a name for their device that is the same in every process: the
 # GPU's UUID, or `cpu`. Every process then makes the same choice from the same

@@ -91,7 +91,8 @@ print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
 # %% [markdown]
 # 进程之间还得约定怎样通信。`nccl` 在 NVIDIA GPU 之间直接传数据（走 NVLink 或网络），
 # 但前提是每个进程都有一块*自己的* GPU：两个进程共用一块 GPU 时，它会以
-# “Duplicate GPU detected” 报错停下。`gloo` 哪里都能用，CPU 张量和 GPU 张量都行。
+# “Duplicate GPU detected” 报错停下。`gloo` 哪里都能用；`all_reduce`、`broadcast`
+# 这类常用集合通信也接受 GPU 张量，只是要经 CPU 中转。
 # 单个进程自己看不出别的进程是否在用同一块 GPU：两个进程里的 `cuda:0`
 # 可能是同一块卡，也可能是两块。所以各进程先在一个 `gloo` 组里碰头，
 # 交换各自设备的一个在所有进程里都相同的名字：GPU 的 UUID，或者 `cpu`。
