@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from d2l_gpu import distributed
+from tests.repository import free_port
 from tests.simulate import simulate_machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,12 +27,6 @@ FAST = ["--timeout", "20", "--sizes", "8", "--repeats", "3"]
 JOB_TIMEOUT = 60
 DEVICE_LINE = re.compile(r"^rank (\d+)/(\d+): local rank (\d+), device (\S+), backend (\w+)", re.M)
 SUM_LINE = re.compile(r"^rank (\d+)/\d+: all_reduce\(sum\) = \[([^\]]*)\], checked$", re.M)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
@@ -82,7 +76,7 @@ def _expected(world_size: int) -> list[float]:
 
 def _two_nodes(**env: str) -> list[tuple[int, str, str]]:
     """Two torchrun launches of one process each, meeting on 127.0.0.1: a two-node job."""
-    rdzv = f"--rdzv-backend c10d --rdzv-id two-nodes --rdzv-endpoint 127.0.0.1:{_free_port()}"
+    rdzv = f"--rdzv-backend c10d --rdzv-id two-nodes --rdzv-endpoint 127.0.0.1:{free_port()}"
     args = [*TORCHRUN, "--nnodes", "2", "--nproc-per-node", "1", *rdzv.split()]
     jobs = [_start([*args, "--local-addr", "127.0.0.1", str(DEMO), *FAST], **env) for _ in (0, 1)]
     return [_finish(job) for job in jobs]
@@ -149,7 +143,7 @@ def test_process_group_joins_on_its_device_and_always_leaves(monkeypatch):
     for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     with pytest.raises(KeyError), distributed.process_group(timeout=10) as me:
         assert (me.rank, me.world_size, me.local_rank) == (0, 1, 0)
         assert (me.device, me.backend) == (torch.device("cpu"), "gloo")
@@ -166,7 +160,7 @@ def test_process_group_makes_a_nccl_group_bound_to_the_device_when_nccl_suits(mo
     for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(_free_port()))
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     monkeypatch.setattr(distributed, "rank_device", lambda local: torch.device("cpu"))
     monkeypatch.setattr(distributed, "device_identity", lambda device: "cuda GPU-a")
     calls = []

@@ -7,35 +7,22 @@ own folder: it must exit 0 and leave the repository as it found it.
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ROOT / "notebooks"
-SOURCES = sorted(p for lang in ("en", "zh") for p in (NOTEBOOKS / lang).glob("*.py"))
+from tests.repository import LESSON_SOURCES, NOTEBOOKS, notebooks_status
+
 # Far above what any notebook needs; a hung script fails instead of stalling CI.
 TIMEOUT = 300
 
 
-def _repository_state() -> str:
-    """New, changed and ignored files under notebooks/, as git sees them."""
-    return subprocess.run(
-        ["git", "status", "--porcelain", "--ignored", "--untracked-files=all", "--", "notebooks"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-
-
 def test_every_language_has_notebook_sources():
-    assert {p.parent.name for p in SOURCES} == {"en", "zh"}
+    assert {p.parent.name for p in LESSON_SOURCES} == {"en", "zh"}
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(NOTEBOOKS)))
+@pytest.mark.parametrize("path", LESSON_SOURCES, ids=lambda p: str(p.relative_to(NOTEBOOKS)))
 def test_notebook_source_runs_as_a_plain_script(path):
-    before = _repository_state()
+    before = notebooks_status()
     # Agg: figures are drawn but never shown, as on a machine without a display.
     env = {**os.environ, "MPLBACKEND": "Agg"}
     try:
@@ -52,4 +39,4 @@ def test_notebook_source_runs_as_a_plain_script(path):
     assert proc.returncode == 0, (
         f"python {path.name} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
     )
-    assert _repository_state() == before, f"python {path.name} left files in the repository"
+    assert notebooks_status() == before, f"python {path.name} left files in the repository"

@@ -4,7 +4,6 @@ Covers whatever lies in notebooks/<lang>/, so notebooks added later are checked 
 """
 
 import re
-import subprocess
 from pathlib import Path
 
 import jupytext
@@ -13,15 +12,11 @@ import pytest
 import tomllib
 from jupytext.config import load_jupytext_config
 
-ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = ROOT / "notebooks"
-LANGUAGES = ("en", "zh")
-# notebooks/scripts/ holds programs the notebooks run (torchrun demos), not notebooks.
-LESSONS = [NOTEBOOKS / lang for lang in LANGUAGES]
+from tests.repository import LANGUAGES, LESSON_SOURCES, NOTEBOOKS, ROOT, notebooks_status
+
 TOOL = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["d2l_gpu"]
-SOURCES = sorted(p for folder in LESSONS for p in folder.glob("*.py"))
 STORED = sorted(NOTEBOOKS.glob("*/*.ipynb"))
-NAMES = sorted({p.stem for p in SOURCES + STORED})
+NAMES = sorted({p.stem for p in LESSON_SOURCES + STORED})
 
 
 def _rel(path: Path) -> str:
@@ -45,13 +40,13 @@ def _read_stored(path: Path):
 
 
 def test_notebooks_exist():
-    assert SOURCES, "notebooks/<lang>/ holds no .py notebook sources"
-    assert {p.parent.name for p in SOURCES + STORED} <= set(LANGUAGES), (
+    assert LESSON_SOURCES, "notebooks/<lang>/ holds no .py notebook sources"
+    assert {p.parent.name for p in LESSON_SOURCES + STORED} <= set(LANGUAGES), (
         f"notebooks live in notebooks/{{{','.join(LANGUAGES)}}}/ only"
     )
 
 
-@pytest.mark.parametrize("path", SOURCES + STORED, ids=_rel)
+@pytest.mark.parametrize("path", LESSON_SOURCES + STORED, ids=_rel)
 def test_every_file_has_its_pair(path):
     partner = path.with_suffix(".ipynb" if path.suffix == ".py" else ".py")
     assert partner.is_file(), (
@@ -60,7 +55,7 @@ def test_every_file_has_its_pair(path):
     )
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
 def test_file_names_are_ascii_and_numbered(path):
     assert re.fullmatch(r"\d\d-[a-z0-9-]+\.py", path.name), (
         f"{path.name}: expected NN-slug.py in lower-case ASCII"
@@ -68,7 +63,7 @@ def test_file_names_are_ascii_and_numbered(path):
 
 
 @pytest.mark.parametrize(
-    "path", [p for p in SOURCES if p.with_suffix(".ipynb").is_file()], ids=_rel
+    "path", [p for p in LESSON_SOURCES if p.with_suffix(".ipynb").is_file()], ids=_rel
 )
 def test_pair_has_the_same_content(path):
     """Compare content, never file times (a git clone sets those at random)."""
@@ -123,7 +118,7 @@ def _badge(lang: str, name: str) -> str:
     return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({target})"
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
 def test_title_badge_and_setup_cell(path):
     cells = _read_source(path).cells
     assert cells[0].cell_type == "markdown" and cells[0].source.startswith("# "), (
@@ -142,11 +137,11 @@ def test_title_badge_and_setup_cell(path):
 
 
 def test_setup_cell_is_the_same_everywhere():
-    setups = {_rel(p): _read_source(p).cells[1].source for p in SOURCES}
+    setups = {_rel(p): _read_source(p).cells[1].source for p in LESSON_SOURCES}
     assert len(set(setups.values())) == 1, "setup cells differ: " + ", ".join(sorted(setups))
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
 def test_links_point_at_this_repository(path):
     text = path.read_text(encoding="utf-8")
     repo = re.escape(TOOL["repository"])
@@ -171,22 +166,11 @@ _WRITES = re.compile(
 )
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
 def test_file_writes_go_to_a_temporary_folder(path):
     code = "\n".join(c.source for c in _read_source(path).cells if c.cell_type == "code")
     if _WRITES.search(code):
         assert "tempfile" in code, f"{_rel(path)} writes files but never uses tempfile"
-
-
-def _repository_state() -> str:
-    result = subprocess.run(
-        ["git", "status", "--porcelain", "--ignored", "--untracked-files=all", "--", "notebooks"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return result.stdout
 
 
 def test_running_a_notebook_leaves_no_file_behind(tmp_path):
@@ -196,13 +180,13 @@ def test_running_a_notebook_leaves_no_file_behind(tmp_path):
     source = NOTEBOOKS / "en" / "01-introduction.py"
     copy = tmp_path / source.name
     copy.write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
-    before_repo, before_tmp = _repository_state(), sorted(tmp_path.iterdir())
+    before_repo, before_tmp = notebooks_status(), sorted(tmp_path.iterdir())
     notebook = jupytext.read(copy, config=_config())
     NotebookClient(
         notebook, kernel_name="python3", timeout=60, resources={"metadata": {"path": str(tmp_path)}}
     ).execute()
     assert sorted(tmp_path.iterdir()) == before_tmp, "the notebook wrote into its own folder"
-    assert _repository_state() == before_repo, "the notebook changed files under notebooks/"
+    assert notebooks_status() == before_repo, "the notebook changed files under notebooks/"
 
 
 def test_index_lists_every_notebook_with_its_colab_links():
@@ -258,7 +242,7 @@ def _index_titles() -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("path", SOURCES, ids=_rel)
+@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
 def test_title_matches_the_index(path):
     first = _read_source(path).cells[0].source.splitlines()[0]
     key = f"{path.parent.name}/{path.stem}"
@@ -270,7 +254,7 @@ def test_title_matches_the_index(path):
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(p, marks=_known("no_raises_exception", p.stem), id=_rel(p)) for p in SOURCES],
+    [pytest.param(p, marks=_known("no_raises_exception", p.stem), id=_rel(p)) for p in LESSON_SOURCES],
 )
 def test_no_cell_is_meant_to_raise(path):
     """Every notebook runs as a plain script, so errors are caught and printed."""
@@ -339,7 +323,7 @@ def _glossary_problems(paragraphs: list[str]) -> list[str]:
     "path",
     [
         pytest.param(p, marks=_known("glossary", f"zh/{p.stem}"), id=_rel(p))
-        for p in SOURCES
+        for p in LESSON_SOURCES
         if p.parent.name == "zh"
     ],
 )

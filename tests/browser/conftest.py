@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.request
@@ -16,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.repository import free_port
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -59,12 +60,6 @@ def chromium() -> str:
     if path is None:
         pytest.fail(NO_CHROMIUM, pytrace=False)
     return path
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _printed_url(log: Path, server: subprocess.Popen) -> re.Match:
@@ -149,7 +144,7 @@ def lab(tmp_path: Path):
     log = tmp_path / "lab.log"
     command = [
         "make", "--no-print-directory", "-C", str(REPOSITORY), "lab",
-        f"LAB_ROOT={root}", f"LAB_PORT={_free_port()}", "LAB_OPTIONS=--no-browser",
+        f"LAB_ROOT={root}", f"LAB_PORT={free_port()}", "LAB_OPTIONS=--no-browser",
     ]  # fmt: skip
     with log.open("w", encoding="utf-8") as out:
         server = subprocess.Popen(

@@ -1,0 +1,34 @@
+"""What several test files need to know about this repository, said once."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+LANGUAGES = ("en", "zh")
+# notebooks/scripts/ holds programs the notebooks run (torchrun demos), not lessons.
+LESSON_SOURCES = sorted(p for lang in LANGUAGES for p in (NOTEBOOKS / lang).glob("*.py"))
+
+
+def notebooks_status() -> str:
+    """New, changed and ignored files under notebooks/, as git sees them.
+
+    Compared before and after a run, it shows whether the run left anything behind.
+    """
+    return subprocess.run(
+        ["git", "status", "--porcelain", "--ignored", "--untracked-files=all", "--", "notebooks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
