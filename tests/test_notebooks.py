@@ -221,15 +221,7 @@ def test_sync_renders_the_address_from_pyproject():
     assert sync.main(["--check"]) == 0, "run `python .ci/sync_notebooks.py`"
 
 
-# Rules for what the notebooks say and store (issue 9). Notebooks that another
-# change is still rewriting are listed here with the rule they do not meet yet;
-# the mark is strict, so the entry must go once the notebook is fixed.
-_NOT_YET: dict[tuple[str, str], str] = {}
-
-
-def _known(rule: str, key: str):
-    reason = _NOT_YET.get((rule, key))
-    return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+# Rules for what the notebooks say and store (issue 9).
 
 
 def _index_titles() -> dict[str, str]:
@@ -252,10 +244,7 @@ def test_title_matches_the_index(path):
     )
 
 
-@pytest.mark.parametrize(
-    "path",
-    [pytest.param(p, marks=_known("no_raises_exception", p.stem), id=_rel(p)) for p in LESSON_SOURCES],
-)
+@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
 def test_no_cell_is_meant_to_raise(path):
     """Every notebook runs as a plain script, so errors are caught and printed."""
     tagged = [
@@ -278,13 +267,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _MACHINE_FOLDER = re.compile(r"(?<![\w.])(?:/work/|/home/|/tmp/|/root/|/Users/|[A-Z]:\\Users\\)")
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(p, marks=_known("stored_outputs", f"{p.parent.name}/{p.stem}"), id=_rel(p))
-        for p in STORED
-    ],
-)
+@pytest.mark.parametrize("path", STORED, ids=_rel)
 def test_stored_outputs_are_short_and_name_no_machine_folder(path):
     for i, cell in enumerate(_read_stored(path).cells):
         for output in cell.get("outputs", []):
@@ -319,14 +302,7 @@ def _glossary_problems(paragraphs: list[str]) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(p, marks=_known("glossary", f"zh/{p.stem}"), id=_rel(p))
-        for p in LESSON_SOURCES
-        if p.parent.name == "zh"
-    ],
-)
+@pytest.mark.parametrize("path", [p for p in LESSON_SOURCES if p.parent.name == "zh"], ids=_rel)
 def test_chinese_prose_follows_the_glossary(path):
     """The rules of notebooks/zh/README.md that a machine can check."""
     problems = _glossary_problems(_zh_paragraphs(path))
