@@ -35,7 +35,6 @@ if __name__ == "__main__" and "LOCAL_RANK" not in os.environ:
     sys.exit(2)
 
 import argparse
-import statistics
 
 import torch
 import torch.distributed as dist
@@ -60,14 +59,6 @@ def check_all_reduce(me: distributed.Rank) -> list[float]:
     if not torch.equal(got, expected):
         raise RuntimeError(f"rank {me.rank}: all_reduce gave {got.tolist()}, expected {expected}")
     return got.tolist()
-
-
-def summarize(times: list[float], label: str) -> d2l_gpu.Measurement:
-    """The median and interquartile range of single-call times."""
-    q1, median, q3 = statistics.quantiles(times, n=4, method="inclusive")
-    return d2l_gpu.Measurement(
-        median=median, iqr=q3 - q1, runs=len(times), number_per_run=1, times=times, label=label
-    )
 
 
 def time_all_reduce(me: distributed.Rank, data: torch.Tensor, repeats: int) -> list[float]:
@@ -95,7 +86,7 @@ def timing_report(me: distributed.Rank, sizes: list[int], repeats: int) -> list[
     lines = []
     for n in sizes:
         x = torch.rand(n, n, generator=gen).to(me.device)
-        comm = summarize(time_all_reduce(me, x, repeats), "all_reduce")
+        comm = d2l_gpu.Measurement.from_times(time_all_reduce(me, x, repeats), label="all_reduce")
         if me.rank != 0:
             continue
         add = d2l_gpu.benchmark(torch.add, x, x, device=me.device, min_run_time=0.05, label="x + y")
