@@ -6,11 +6,15 @@ import socket
 import subprocess
 from pathlib import Path
 
+import tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 LANGUAGES = ("en", "zh")
 # notebooks/scripts/ holds programs the notebooks run (torchrun demos), not lessons.
 LESSON_SOURCES = sorted(p for lang in LANGUAGES for p in (NOTEBOOKS / lang).glob("*.py"))
+# [tool.d2l_gpu] in pyproject.toml: the repository address the notebooks link to.
+TOOL = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["d2l_gpu"]
 
 
 def notebooks_status() -> str:

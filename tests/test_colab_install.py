@@ -18,12 +18,10 @@ from unittest import mock
 
 import jupytext
 import pytest
-import tomllib
 from IPython.core.inputtransformer2 import TransformerManager
 
-ROOT = Path(__file__).resolve().parents[1]
-LESSONS = sorted((ROOT / "notebooks").glob("*/[0-9][0-9]-*.py"))
-TOOL = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["d2l_gpu"]
+from tests.repository import LESSON_SOURCES, ROOT, TOOL
+
 GIT_URL = f"git+https://github.com/{TOOL['repository']}"
 ALLOWED_FLAGS = {"--no-deps", "--quiet", "-q"}
 
@@ -71,8 +69,8 @@ def _install_arguments(commands: list[str], path: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def lessons() -> list[Path]:
-    assert LESSONS, "no lesson sources under notebooks/<lang>/"
-    return LESSONS
+    assert LESSON_SOURCES, "no lesson sources under notebooks/<lang>/"
+    return LESSON_SOURCES
 
 
 def test_every_setup_cell_on_colab_installs_this_repository_without_dependencies(lessons):

@@ -9,12 +9,10 @@ from pathlib import Path
 import jupytext
 import nbformat
 import pytest
-import tomllib
 from jupytext.config import load_jupytext_config
 
-from tests.repository import LANGUAGES, LESSON_SOURCES, NOTEBOOKS, ROOT, notebooks_status
+from tests.repository import LANGUAGES, LESSON_SOURCES, NOTEBOOKS, ROOT, TOOL, notebooks_status
 
-TOOL = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["d2l_gpu"]
 STORED = sorted(NOTEBOOKS.glob("*/*.ipynb"))
 NAMES = sorted({p.stem for p in LESSON_SOURCES + STORED})
 
