@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.repository import LESSON_SOURCES
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / ".ci" / "gpu_check.py"
 # Hide every CUDA and ROCm GPU from the child, so it sees what a machine without one sees.
@@ -56,8 +58,7 @@ def test_without_a_gpu_it_runs_what_it_can_and_says_what_it_skipped(tmp_path, no
     # The nccl demo runs before the lessons, so their time budget can never skip it.
     assert lines[2] == "skipped  torchrun nccl demo: no CUDA GPU: nccl needs one"
     notebooks = lines[3:]
-    lessons = [*ROOT.glob("notebooks/en/*.py"), *ROOT.glob("notebooks/zh/*.py")]
-    assert len(notebooks) == len(lessons)
+    assert len(notebooks) == len(LESSON_SOURCES)
     assert all(line.endswith(": not selected (--only)") for line in notebooks)
     assert all(line.startswith("skipped  notebook ") for line in notebooks)
     assert "cpu" in (tmp_path / "info.txt").read_text(encoding="utf-8")
