@@ -45,7 +45,7 @@ if d2l_gpu.num_gpus() == 0:
 # on them, and moving data between them without wasting the speed we came for.
 # It starts with one GPU and then copies data between two; later chapters spread
 # training over several GPUs and several servers (a first look is in
-# [07 – Beyond one machine](07-beyond-one-machine.ipynb)).
+# [09 – Beyond one machine](09-beyond-one-machine.ipynb)).
 #
 # ## Look at the hardware
 #
@@ -140,9 +140,9 @@ else:
 #    and picking ones that exist.
 # 2. [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb): storage, copying, and what
 #    moving data costs.
-# 3. [04 – Neural networks and GPUs](04-neural-networks-and-gpus.ipynb): putting a
+# 3. [06 – Neural networks and GPUs](06-neural-networks-and-gpus.ipynb): putting a
 #    model on a device.
-# 4. [05 – Summary](05-summary.ipynb): the section in a few rules, and the most
+# 4. [07 – Summary](07-summary.ipynb): the section in a few rules, and the most
 #    common mistake.
-# 5. [06 – Exercises](06-exercises.ipynb), then
-#    [07 – Beyond one machine](07-beyond-one-machine.ipynb).
+# 5. [08 – Exercises](08-exercises.ipynb), then
+#    [09 – Beyond one machine](09-beyond-one-machine.ipynb).

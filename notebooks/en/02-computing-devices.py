@@ -173,7 +173,7 @@ else:
 # means, from `cuda:0` to `cuda:i`. PyTorch's own documentation discourages it in
 # favour of naming the device or setting `CUDA_VISIBLE_DEVICES`; its common use
 # is in jobs that start one process per GPU, where each process picks its own
-# card once, at the start (see [07 – Beyond one machine](07-beyond-one-machine.ipynb)).
+# card once, at the start (see [09 – Beyond one machine](09-beyond-one-machine.ipynb)).
 # Here it is switched and switched back:
 
 # %% tags=["nbval-ignore-output"]

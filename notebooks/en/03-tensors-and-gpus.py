@@ -610,5 +610,5 @@ print(f"{len(loader)} batches, each pinned as asked: {pinned_as_asked}")
 print(f"mean loss of the zero model: {total.item() / len(loader):.2f}")  # one wait, at the end
 
 # %% [markdown]
-# Next: [04 – Neural networks and GPUs](04-neural-networks-and-gpus.ipynb) puts a whole
+# Next: [06 – Neural networks and GPUs](06-neural-networks-and-gpus.ipynb) puts a whole
 # model on a device.

@@ -43,7 +43,7 @@ if d2l_gpu.num_gpus() == 0:
 # 本节要讲的正是这件事：怎样称呼各个设备，怎样把张量和模型放上去，
 # 又怎样在设备之间搬运数据，而不把辛苦换来的速度浪费在路上。
 # 我们先用一块 GPU，再在两块 GPU 之间复制数据；之后的章节会把训练分到多块 GPU、
-# 多台服务器上（可先看 [07 – 走出一台机器](07-beyond-one-machine.ipynb)）。
+# 多台服务器上（可先看 [09 – 走出一台机器](09-beyond-one-machine.ipynb)）。
 #
 # ## 看看硬件
 #
@@ -126,6 +126,6 @@ else:
 #
 # 1. [02 – 计算设备](02-computing-devices.ipynb)：怎样称呼 CPU 和各块 GPU，怎样只挑存在的设备。
 # 2. [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)：存储、复制，以及搬运数据的代价。
-# 3. [04 – 神经网络与 GPU](04-neural-networks-and-gpus.ipynb)：把模型放到设备上。
-# 4. [05 – 小结](05-summary.ipynb)：几条要点，以及最常见的错误。
-# 5. [06 – 练习](06-exercises.ipynb) 与 [07 – 走出一台机器](07-beyond-one-machine.ipynb)。
+# 3. [06 – 神经网络与 GPU](06-neural-networks-and-gpus.ipynb)：把模型放到设备上。
+# 4. [07 – 小结](07-summary.ipynb)：几条要点，以及最常见的错误。
+# 5. [08 – 练习](08-exercises.ipynb) 与 [09 – 走出一台机器](09-beyond-one-machine.ipynb)。

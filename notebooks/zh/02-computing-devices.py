@@ -160,7 +160,7 @@ else:
 # 在一个进程内部，`torch.cuda.set_device(i)` 会改变单写的 `cuda` 所指的卡，从 `cuda:0` 变成 `cuda:i`。
 # PyTorch 自己的文档并不鼓励这样做，而是建议直接写明设备或设置 `CUDA_VISIBLE_DEVICES`；
 # 它常见的用途是每块 GPU 启动一个进程的作业，每个进程在开头选定自己的卡，只选一次
-# （见 [07 – 走出一台机器](07-beyond-one-machine.ipynb)）。这里先切换过去，再切换回来：
+# （见 [09 – 走出一台机器](09-beyond-one-machine.ipynb)）。这里先切换过去，再切换回来：
 
 # %% tags=["nbval-ignore-output"]
 if torch.cuda.is_available():

@@ -555,5 +555,5 @@ print(f"{len(loader)} batches, each pinned as asked: {pinned_as_asked}")
 print(f"mean loss of the zero model: {total.item() / len(loader):.2f}")  # one wait, at the end
 
 # %% [markdown]
-# 下一篇：[04 – 神经网络与 GPU](04-neural-networks-and-gpus.ipynb)，
+# 下一篇：[06 – 神经网络与 GPU](06-neural-networks-and-gpus.ipynb)，
 # 把整个模型放到设备上。

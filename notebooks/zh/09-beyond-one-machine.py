@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 走出一台机器：进程、设备与 `torch.distributed`
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/07-beyond-one-machine.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/09-beyond-one-machine.ipynb)
 #
 # **你将学到**
 #

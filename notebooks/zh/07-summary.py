@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 小结：三条规则，外加一个实测的常见错误
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/05-summary.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/07-summary.ipynb)
 #
 # **你将学到**
 #
@@ -10,7 +10,7 @@
 #
 # **你需要**
 #
-# - 读过笔记本 [01](01-introduction.ipynb) 到 [04](04-neural-networks-and-gpus.ipynb)；
+# - 读过笔记本 [01](01-introduction.ipynb) 到 [06](06-neural-networks-and-gpus.ipynb)；
 #   GPU 不是必需的。
 
 # %% tags=["nbval-ignore-output"]
@@ -114,6 +114,6 @@ print(f"on {device}, logging every step takes {slow.median / fast.median:.2f}x a
 #
 # ## 接下来
 #
-# - [06 – 练习](06-exercises.ipynb)：在 CPU 和 GPU 上做大大小小的计算，跨设备保存与加载参数，
+# - [08 – 练习](08-exercises.ipynb)：在 CPU 和 GPU 上做大大小小的计算，跨设备保存与加载参数，
 #   用 1000 次矩阵乘法重做上面的记录实验，以及让两块 GPU 同时工作。
-# - [07 – 走出一台机器](07-beyond-one-machine.ipynb)：多块 GPU 与多台服务器。
+# - [09 – 走出一台机器](09-beyond-one-machine.ipynb)：多块 GPU 与多台服务器。

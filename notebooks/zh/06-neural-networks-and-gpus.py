@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 神经网络与 GPU：把模型放到设备上
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/04-neural-networks-and-gpus.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/06-neural-networks-and-gpus.ipynb)
 #
 # **你将学到**
 #
@@ -132,5 +132,5 @@ finally:
 print("after resetting, new tensors go to", torch.zeros(1).device)
 
 # %% [markdown]
-# 跨设备读写模型参数，比如在 GPU 上保存、在 CPU 上加载，是[练习](06-exercises.ipynb)之一。
-# 下一篇：[05 – 小结](05-summary.ipynb)。
+# 跨设备读写模型参数，比如在 GPU 上保存、在 CPU 上加载，是[练习](08-exercises.ipynb)之一。
+# 下一篇：[07 – 小结](07-summary.ipynb)。

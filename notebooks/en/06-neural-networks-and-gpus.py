@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Neural networks and GPUs: putting a model on a device
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/04-neural-networks-and-gpus.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/06-neural-networks-and-gpus.ipynb)
 #
 # **What you will learn**
 #
@@ -143,4 +143,4 @@ print("after resetting, new tensors go to", torch.zeros(1).device)
 # %% [markdown]
 # Reading and writing a model's parameters across devices, for instance saving
 # on a GPU and loading on a CPU, is one of the
-# [exercises](06-exercises.ipynb). Next: [05 – Summary](05-summary.ipynb).
+# [exercises](08-exercises.ipynb). Next: [07 – Summary](07-summary.ipynb).

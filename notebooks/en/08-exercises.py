@@ -1,21 +1,22 @@
 # %% [markdown]
-# # 练习：关于 GPU 的四个问题，用测量来回答
+# # Exercises: four questions about GPUs, answered by measuring
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/06-exercises.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/08-exercises.ipynb)
 #
-# **你将学到**
+# **What you will learn**
 #
-# - 矩阵乘法的耗时怎样随规模增长，在 CPU 上和在 GPU 上各是什么样，
-#   为什么很小的乘法用 GPU 得不到任何好处；
-# - 怎样在 GPU 上保存模型参数，并安全地在任何机器上读回；
-# - 循环里的 `.item()` 到底贵在哪里，怎样记录数值而不付这笔代价；
-# - 在两个设备上同时做两次乘法能省多少时间，只有一个设备或只有 CPU 时，
-#   实验能说明什么、不能说明什么。
+# - how the time of a matrix product grows with its size on a CPU and on a GPU,
+#   and why a tiny product gains nothing from a GPU;
+# - how to save a model's parameters on a GPU and load them anywhere, safely;
+# - what `.item()` in a loop really costs, and how to log without paying it;
+# - what running two products at once on two devices buys, and what one device
+#   or a CPU can and cannot tell us about it.
 #
-# **你需要**
+# **What you need**
 #
-# - 本节前面的笔记本，尤其是 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)；
-#   GPU 不是必需的：每个单元格在 CPU 上都能运行，并说明它在那里测到的是什么。
+# - the earlier notebooks of this section, above all
+#   [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb); a GPU is optional: every
+#   cell runs on a CPU and says what it measured there.
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -36,15 +37,16 @@ if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
 # %% [markdown]
-# 书中没有给出这些练习的答案；这里每道题的答案就是几个普通 PyTorch 代码单元格，
-# 你可以改动后重新运行。所有时间都来自
-# `d2l_gpu.benchmark(fn, *args, device=...)`：它先等设备做完再读时钟，先预热，
-# 再分成若干块反复调用 `fn`，返回一个 `Measurement`：其中 `median`（中位数）
-# 是每次调用的典型耗时，四分位数 `q1` 和 `q3` 框住中间一半的测量块。
-# 图中画的是中位数，误差线从 `q1` 延伸到 `q3`。
+# The book leaves these exercises open; here each answer is a few cells of plain
+# PyTorch that you can change and run again. Every time comes from
+# `d2l_gpu.benchmark(fn, *args, device=...)`: it waits for the device before
+# reading the clock, warms up, calls `fn` in repeated blocks and returns a
+# `Measurement` whose `median` is the typical time per call and whose quartiles
+# `q1` and `q3` bound the middle half of the blocks. The plots draw the median
+# with an error bar from `q1` to `q3`.
 #
-# 你得到的数字会与保存的输出不同，这是应该的：它们描述的是你的机器。
-# 保存的输出来自一台只有两个核心、没有 GPU 的小型共享 CPU 机器。
+# Your numbers will differ from the stored ones, and should: they describe your
+# machine. The stored outputs come from a small shared CPU with two cores and no GPU.
 
 # %%
 import pickle
@@ -64,12 +66,12 @@ def error_bars(measurements):
 
 
 # %% [markdown]
-# ## 练习 1：大矩阵乘法和小矩阵乘法
+# ## Exercise 1: large and small matrix products
 #
-# 我们对一系列 n 计时一次 n x n 的 float32 矩阵乘法，在 CPU 上测，如果有 GPU
-# 也在 GPU 上测。最小的 n = 4 就是“计算量很小的任务”：只有 128 次乘法和加法。
-# 一次 n x n 乘法大约需要 2n³ 次浮点运算，所以用它除以耗时的中位数，
-# 就得到以 GFLOP/s 计的运算速率。
+# We time one n x n float32 product for a range of n, on the CPU and, if there is
+# one, on the GPU. The smallest, n = 4, is the "task with little computation":
+# 128 multiplications and additions. An n x n product takes about 2n³ floating-point
+# operations, so the median time also gives the rate in GFLOP/s.
 
 # %% tags=["nbval-ignore-output"]
 sizes = [4, 16, 64, 256, 512] if device.type == "cpu" else [4, 16, 64, 256, 1024, 2048]
@@ -102,25 +104,31 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# **怎样读这条曲线。** 两条坐标轴都是对数刻度，所以斜率为 3 的直线意味着耗时
-# 随 n³ 增长，与运算量一致。小 n 时曲线却几乎是平的：乘法太小，每次调用的固定
-# 开销（Python、PyTorch 的分发器、挑选并调用 BLAS 例程）占了大部分时间。
-# 只有 n 足够大时，算术运算才占主导，速率才接近硬件的能力。
+# **Reading the curve.** Both axes are logarithmic, so a straight line of slope 3
+# would mean the time grows as n³, as the arithmetic does. For small n the curve
+# is nearly flat instead: the product is so small that the fixed cost of every call
+# (Python, PyTorch's dispatcher, choosing and calling a BLAS routine) is most of
+# the time. Only for large n does the arithmetic dominate and the rate approach
+# what the hardware can do.
 #
-# GPU 给每次调用再加上它自己的固定开销：启动一个核函数，以及为了读取结果而等待它完成。
-# 对 4 x 4 的乘法，这笔开销就是全部，所以 GPU 在这里不比 CPU 快，往往还更慢。
-# n 很大时，GPU 成千上万个运算单元都有活可干，它就会领先，通常领先一个数量级以上；
-# 上面的表格打印的是在你的机器上测得的倍数。（在 NVIDIA GPU 上，PyTorch 默认用完整的
-# float32 做 float32 乘法，除非你用 `torch.set_float32_matmul_precision("high")`
-# 允许更快的 TF32 格式。）对写代码的启示是：交给 GPU 大块的工作，而不是许多小块。
+# A GPU adds its own fixed cost to every call: launching a kernel and, to read a
+# result, waiting for it. For the 4 x 4 product that overhead is all there is, so
+# the GPU is no faster than the CPU there, and often slower. For large n its
+# thousands of arithmetic units have enough work and it pulls ahead, usually by
+# more than an order of magnitude; the table above prints the ratio measured on
+# your machine. (On NVIDIA GPUs PyTorch runs float32 products in full float32
+# unless you allow the faster TF32 format with
+# `torch.set_float32_matmul_precision("high")`.) The lesson for code: give a GPU
+# large pieces of work, not many small ones.
 
 # %% [markdown]
-# ## 练习 2：在 GPU 上读写参数
+# ## Exercise 2: reading and writing parameters on a GPU
 #
-# 保存 `state_dict`（参数张量本身，而不是 Python 对象），读回时用
-# `weights_only=True`：它只重建张量和普通容器，因此来自别处的文件无法在你的机器上
-# 执行代码。文件为每个张量记下了它被保存时所在的设备；`map_location` 告诉
-# `torch.load` 改把张量放到哪里。文件写进一个临时文件夹，用完即删。
+# Save the `state_dict` (the parameter tensors, not the Python object) and load it
+# with `weights_only=True`, which rebuilds only tensors and plain containers, so a
+# file from elsewhere cannot run code on your machine. The file keeps, for every
+# tensor, the device it was saved from; `map_location` tells `torch.load` where to
+# put the tensors instead. Files go to a temporary folder that is deleted afterwards.
 
 # %%
 net = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
@@ -147,12 +155,11 @@ pairs = zip(net.parameters(), clone.parameters(), strict=True)
 print("the CPU copy of the model is exact:", all(torch.equal(p.cpu(), q) for p, q in pairs))
 
 # %% [markdown]
-# 不指定 `map_location` 时，每个张量都回到它原来的设备：在 GPU 上保存的模型就是
-# `cuda:0`。在没有 CUDA 的机器上，这样读取会失败。通过 `map_location` 要求读到
-# `cuda:0` 会执行同一项检查，所以在任何没有 CUDA 的机器上，下一个单元格都会显示这个错误
-# （保存的输出来自一台没有 GPU 的机器，无法从 GPU 保存）。
-# 再把整个模型对象（而不是它的 `state_dict`）存下来，就能看到 `weights_only=True`
-# 防范的是什么。
+# Without `map_location`, every tensor goes back to the device it came from:
+# `cuda:0` for a model saved on a GPU. On a machine without CUDA that load fails.
+# Asking for `cuda:0` through `map_location` runs the same check, so the next cell
+# shows that error on any machine without CUDA (the stored run had no GPU to save from). Saving the whole model object
+# instead of its `state_dict` shows what `weights_only=True` protects against.
 
 # %% tags=["nbval-ignore-output"]
 with tempfile.TemporaryDirectory() as folder:
@@ -175,20 +182,22 @@ with tempfile.TemporaryDirectory() as folder:
         print(f"{type(error).__name__}: {reason[0].split(' was ')[0] if reason else error}")
 
 # %% [markdown]
-# 所以安全的做法是：保存 `model.state_dict()`；读取时用 `weights_only=True`
-# 并给出 `map_location`（`"cpu"`、某个设备，或者像 `{"cuda:1": "cuda:0"}`
-# 这样的映射）；然后调用 `model.load_state_dict(...)`，再把模型移到你想要的设备上。
-# 先读到 CPU 上，还能避免一个很大的检查点在 GPU 上同时占两份内存。
+# So the safe recipe is: save `model.state_dict()`; load it with
+# `weights_only=True` and a `map_location` (`"cpu"`, a device, or a mapping
+# such as `{"cuda:1": "cuda:0"}`); then `model.load_state_dict(...)` and move the
+# model where you want it. Loading onto the CPU first also avoids holding a large
+# checkpoint on the GPU twice.
 
 # %% [markdown]
-# ## 练习 3：记录 1000 次乘法结果的范数
+# ## Exercise 3: logging the norm of 1000 products
 #
-# 我们计算 1000 对 100 x 100 矩阵的乘积，并记录每个乘积的 Frobenius 范数，
-# 用三种方式：
+# We multiply 1000 pairs of 100 x 100 matrices and log the Frobenius norm of each
+# product, in three ways:
 #
-# - **(a)** 每次乘法后调用 `.item()`，把一个 Python 浮点数追加到列表里；
-# - **(b)** 把每个范数写进设备上的一个张量，最后只把这个张量复制到主机一次；
-# - **(c)** 用一次批量乘法 `torch.bmm` 算出所有乘积，再一次算出所有范数。
+# - **(a)** `.item()` after every product, appending a Python float to a list;
+# - **(b)** writing each norm into a tensor on the device, and copying that tensor
+#   to the host once, at the end;
+# - **(c)** one batched product `torch.bmm` of all pairs, then all norms at once.
 
 # %%
 a = torch.randn(1000, 100, 100, device=device)
@@ -211,8 +220,8 @@ def log_batched():  # (c)
 
 
 # %% [markdown]
-# 三种方式记录的数字必须相同。(b) 与 (a) 的运算完全一样；(c) 的批量乘法
-# 可能以另一种顺序做加法，所以只在舍入误差范围内一致：
+# All three must log the same numbers. (b) repeats (a)'s arithmetic exactly; the
+# batched product of (c) may add up in another order, so it agrees to rounding:
 
 # %%
 norms_a = torch.tensor(log_with_item())
@@ -247,38 +256,45 @@ ax.set_title("Median; bars: q1 to q3")
 plt.show()
 
 # %% [markdown]
-# **在 CPU 上。** CPU 上的操作在调用返回时就已经完成，所以 `.item()` 只是读取一个
-# 已经在内存里的数，没有什么需要等待，(a) 几乎和任何逐次循环的写法一样快。
-# (b) 甚至可能稍慢一点：`log[i] = ...` 在每一步多做一次 PyTorch 操作（选出那个位置，
-# 把值复制进去），有它自己的调用开销，而 `.item()` 只是一次普通的读取。
-# (c) 只付一次而不是 3000 次调用开销，并且交给库一个足够大的批次，可以分给所有核心；
-# 但它也要先把 1000 个乘积全部写进内存，再读回来求范数，而循环的写法让每个小乘积
-# 一直留在缓存里。在 CPU 上哪种效应占上风取决于机器：上面的单元格打印了你机器上的比值。
+# **On a CPU.** A CPU operation is finished when the call returns, so `.item()`
+# only reads a number that is already in memory. There is nothing to wait for, and
+# (a) is about as fast as anything that loops. (b) can even be a little slower:
+# `log[i] = ...` is one more PyTorch operation per step (select the slot, copy the
+# value into it), with its own call overhead, while `.item()` is a plain read. (c)
+# pays the per-call overhead once instead of 3000 times and hands the library one
+# large batch to spread over all cores; but it also writes all 1000 products to
+# memory before reading them back for the norms, where the loops keep each small
+# product in the cache. Which effect wins on a CPU depends on the machine: the
+# cell above prints the ratios on yours.
 #
-# **在 GPU 上。** 在那里，一次调用只是把核函数*排进队列*就立即返回，所以 Python 循环
-# 可以跑在 GPU 前面。(b) 正是这样：循环把 3000 个核函数全部排进队列，GPU 一个接一个地
-# 连续执行，最后那一次复制是唯一的等待。在 (a) 中，每次 `.item()` 都必须等乘法和范数
-# 算完、那四个字节传回主机。等待期间 Python 线程并不占着什么要紧的锁（PyTorch 在等待时
-# 会释放 Python 的全局解释器锁 GIL）；真正的代价是循环停止了排队新工作。结果到达时，
-# GPU 已经无事可做，只能空等 Python 准备并启动下一次乘法：如此反复一千次。
-# 可以预期在 GPU 上 (a) 比 (b) 慢好几倍，而 (c) 更快。由此得出本章最后的那条规则：
-# 把记录留在设备上，成大块地搬运。
+# **On a GPU.** There a call only *queues* a kernel and returns at once, so the
+# Python loop can run ahead of the GPU. In (b) it does: it queues all 3000 kernels
+# while the GPU works through them back to back, and the one copy at the end is
+# the only wait. In (a), each `.item()` must wait until the product and the norm are
+# done and their four bytes have crossed to the host. While it waits, the Python
+# thread holds no lock that matters (PyTorch releases Python's global interpreter
+# lock, the GIL, during the wait); the cost is that the loop stops queueing work.
+# When the result arrives the GPU has nothing left to do, and it idles while Python
+# prepares and launches the next product: a thousand times over. Expect (a) to be
+# several times slower than (b) on a GPU, and (c) faster still. Hence the rule the
+# chapter ends with: keep logs on the device and move them in large pieces.
 
 # %% [markdown]
-# ## 练习 4：在两块 GPU 上同时做两次乘法
+# ## Exercise 4: two products on two GPUs at once
 #
-# 核函数启动会立即返回，所以一个 Python 线程就能让两块 GPU 同时忙起来：
-# 在每块 GPU 上各启动一次乘法，然后等两者都完成。与在一块 GPU 上先后做这两次乘法相比，
-# 时间应当接近减半。这个单元格能测什么取决于机器，它会说明自己测的是哪种情况：
+# Kernel launches return at once, so one Python thread can keep two GPUs busy:
+# launch a product on each, then wait for both. Against doing both products on
+# one GPU one after the other, the time should nearly halve. What this cell can
+# measure depends on the machine, and it says which case it ran:
 #
-# - **两块或更多 GPU：** 就是这个实验本身，用较大的乘法；
-# - **一块 CUDA GPU：** 在它上面用两个 CUDA 流，让两次乘法*有可能*并行执行。
-#   一次大乘法已经能占满 GPU，所以预期收益很小；这是在一个设备上的重叠，
-#   不是跨两个设备的扩展；
-# - **没有 CUDA GPU**（完全没有 GPU，或只有一个 Apple MPS 设备，它没有可选的流）：
-#   不可能得到 GPU 的结果。作为替身，让两个 CPU 线程各做一次乘法，
-#   并限制 PyTorch 每次乘法只用一个核心，与一个线程先后做两次相比。
-#   这测的是 CPU 核心，不是 GPU，输出里也这样标明。
+# - **two or more GPUs:** the experiment itself, with large products;
+# - **one CUDA GPU:** two CUDA streams on it, so that two products *may* run side
+#   by side. A large product already fills the GPU, so expect little gain; this is
+#   overlap on one device, not scaling across two;
+# - **no CUDA GPU** (none at all, or one Apple MPS device, which has no streams
+#   to choose): no GPU result is possible. As a stand-in, two CPU threads run one
+#   product each, with PyTorch limited to one core per product, against one thread
+#   running both. This measures cores, not GPUs, and is labelled so.
 
 # %%
 gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]
@@ -352,18 +368,20 @@ ax.set_title(f"{setting}\nmedian; bars: q1 to q3", fontsize="medium")
 plt.show()
 
 # %% [markdown]
-# 有两块 GPU 时，预期加速比接近 2：每块 GPU 做自己的乘法，唯一共享的工作是 Python
-# 启动两个核函数，只需几微秒。只有一块 GPU、用两个流时，预期收益很小：两个流共享同一批
-# 运算单元，而一次大乘法已经让它们很忙了。CPU 替身通常也达不到 2，原因在它自己：
-# 两个核心共享内存带宽和缓存，在共享的机器上，其他程序也在争用它们。
+# With two GPUs, expect a speed-up near 2: each GPU runs its own product, and the
+# only shared work is Python launching two kernels, which takes microseconds. With
+# one GPU and two streams, expect little: both streams share the same arithmetic
+# units, which one large product already keeps busy. The CPU stand-in usually falls
+# short of 2 for reasons of its own: the two cores share memory bandwidth and
+# caches, and on a shared machine other programs compete for them.
 #
-# ## 小结
+# ## Summary
 #
-# - GPU 在大乘法上占优，在很小的乘法上吃亏：无论大小，每次调用都要付启动的开销，
-#   读取结果时还要付等待的开销。
-# - 保存 `state_dict`，读取时用 `weights_only=True` 和 `map_location`，
-#   在 GPU 上保存的检查点就能在任何地方打开。
-# - 循环里的 `.item()` 在 CPU 上代价很小；在 GPU 上，它让循环每一步都停止排队工作。
-#   把数值留在设备上，一次搬运。
-# - 两块 GPU 可以同时做两次乘法；一块 GPU 上的多个流或 CPU 上的多个线程是不同的实验，
-#   输出里也如实标明。
+# - A GPU wins on large products and loses on tiny ones: every call pays a launch
+#   and, to read the result, a wait, whatever its size.
+# - Save `state_dict`s, load them with `weights_only=True` and a `map_location`,
+#   and a checkpoint from a GPU opens anywhere.
+# - `.item()` in a loop costs little on a CPU; on a GPU it stops the loop from
+#   queueing work at every step. Keep values on the device and move them once.
+# - Two GPUs can run two products at the same time; one GPU's streams or a CPU's
+#   threads are different experiments, and are reported as such.

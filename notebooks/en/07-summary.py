@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Summary: three rules, and the most common mistake measured
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/05-summary.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/07-summary.ipynb)
 #
 # **What you will learn**
 #
@@ -11,7 +11,7 @@
 #
 # **What you need**
 #
-# - notebooks [01](01-introduction.ipynb) to [04](04-neural-networks-and-gpus.ipynb);
+# - notebooks [01](01-introduction.ipynb) to [06](06-neural-networks-and-gpus.ipynb);
 #   a GPU is optional.
 
 # %% tags=["nbval-ignore-output"]
@@ -127,8 +127,8 @@ print(f"on {device}, logging every step takes {slow.median / fast.median:.2f}x a
 #
 # ## Where to go from here
 #
-# - [06 – Exercises](06-exercises.ipynb): larger and smaller computations on CPU
+# - [08 – Exercises](08-exercises.ipynb): larger and smaller computations on CPU
 #   and GPU, saving and loading parameters across devices, this logging
 #   experiment with 1000 matrix products, and two GPUs working at once.
-# - [07 – Beyond one machine](07-beyond-one-machine.ipynb): several GPUs and
+# - [09 – Beyond one machine](09-beyond-one-machine.ipynb): several GPUs and
 #   several servers.
