@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
 from . import __version__, check
-from .report import device_info, device_report, software_versions
+from .report import device_info, device_report, helpers_use, software_versions
 
 _INFO_DOC = "Print every device this machine has, which ones the helpers use, and versions."
 
 
 def _info(args: argparse.Namespace) -> int:
+    """The table whatever ``D2L_DEVICE`` says; a bad value is flagged and makes it exit 1."""
+    use = helpers_use()
     if args.json:
         rows = [r.as_dict() for r in device_info()]
-        print(json.dumps({"devices": rows, "software": software_versions()}, indent=2))
+        print(json.dumps({"devices": rows, "helpers use": use, "software": software_versions()}))
     else:
         print(device_report())
-    return 0
+    return 1 if use.startswith("[FAIL]") else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,9 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Exit status: 0 all well, 1 a failed check, 2 a usage error (argparse's)."""
     args = build_parser().parse_args(argv)
     return args.handler(args)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        status = main()
+        sys.stdout.flush()  # inside the try: a closed pipe often shows only here
+    except BrokenPipeError:
+        # The reader stopped reading (`| head`): normal for a CLI. Python would
+        # report the unflushed rest again at exit, so stdout goes to devnull.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 1
+    sys.exit(status)

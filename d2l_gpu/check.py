@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as metadata
+import os
 
 import torch
 
-from .devices import accelerator_type, num_gpus
+from .devices import ENV_VAR, _hardware_gpus, try_all_gpus
 
 # Package -> what it is needed for; torch is checked separately.
 _NOTEBOOK_PACKAGES = {
@@ -16,29 +17,32 @@ _NOTEBOOK_PACKAGES = {
     "matplotlib": "the plots",
     "numpy": "the NumPy comparisons",
 }
-MIN_TORCH = (2, 6)
 
 
-def _torch_line() -> tuple[bool, str]:
-    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
-    ok = (major, minor) >= MIN_TORCH
-    need = ".".join(map(str, MIN_TORCH))
-    return ok, f"torch {torch.__version__} (need >= {need})"
+def _environment_line() -> tuple[bool, str]:
+    try:
+        chosen = ", ".join(str(d) for d in try_all_gpus())
+    except ValueError as error:  # it names the value and the valid ones
+        return False, str(error)
+    return True, f"{ENV_VAR}={os.environ[ENV_VAR]!r}: the helpers use {chosen}"
 
 
 def _device_line() -> str:
-    kind = accelerator_type()
-    if kind is None:
+    gpus = _hardware_gpus()  # the hardware, whatever D2L_DEVICE says
+    if not gpus:
         return (
             "no GPU found: every notebook still runs on the CPU; for GPU timings use "
             "Colab (Runtime > Change runtime type > GPU) or a machine with CUDA or MPS"
         )
-    return f"{num_gpus()} {kind} device(s) found"
+    return f"{len(gpus)} {gpus[0].type} device(s) found"
 
 
 def check_lines(packages: dict[str, str] | None = None) -> list[tuple[bool, str]]:
     """Each requirement as (passed, description)."""
-    lines = [_torch_line()]
+    # An older torch stops `import d2l_gpu` itself, with the version it needs.
+    lines = [(True, f"torch {torch.__version__}")]
+    if os.environ.get(ENV_VAR):
+        lines.append(_environment_line())
     for name, why in (packages if packages is not None else _NOTEBOOK_PACKAGES).items():
         try:
             lines.append((True, f"{name} {metadata.version(name)}"))

@@ -14,27 +14,38 @@ from __future__ import annotations
 import functools
 import operator
 import os
+import re
 
 import torch
+
+MIN_TORCH = (2, 6)  # torch.accelerator, which every helper asks
+if tuple(map(int, re.findall(r"\d+", torch.__version__)[:2])) < MIN_TORCH:
+    raise ImportError(
+        f"d2l_gpu needs torch >= {'.'.join(map(str, MIN_TORCH))}, but this environment has "
+        f"torch {torch.__version__}: pip install --upgrade 'torch>=2.6'"
+    )
 
 ENV_VAR = "D2L_DEVICE"
 
 _CPU = torch.device("cpu")
 
 
+# torch keeps a device index in 8 bits (c10::DeviceIndex): torch.device("cuda", 257)
+# is cuda:1. Indices are checked against this before a torch.device is built.
+MAX_INDEX = 127
+
+
 def _check_index(i: object, func: str) -> int:
-    """Return ``i`` as a non-negative int, or explain what a GPU index must be."""
+    """Return ``i`` as an int torch can name, or explain what a GPU index must be."""
+    accepted = f"{func}(i) takes a GPU index as an int from 0 to {MAX_INDEX} (0 is the first GPU)"
     if isinstance(i, bool):
-        raise TypeError(f"{func}(i) takes a GPU index as an int >= 0, got the bool {i!r}")
+        raise TypeError(f"{accepted}, got the bool {i!r}")
     try:
         index = operator.index(i)
     except TypeError:
-        raise TypeError(
-            f"{func}(i) takes a GPU index as an int >= 0 (0 is the first GPU), "
-            f"got {i!r} of type {type(i).__name__}"
-        ) from None
-    if index < 0:
-        raise ValueError(f"{func}(i) takes a GPU index >= 0 (0 is the first GPU), got {index}")
+        raise TypeError(f"{accepted}, got {i!r} of type {type(i).__name__}") from None
+    if not 0 <= index <= MAX_INDEX:
+        raise ValueError(f"{accepted}, got {index}")
     return index
 
 
@@ -67,19 +78,18 @@ def _parse(value: str, source: str) -> tuple[torch.device, ...]:
 
     The one parser for device strings (``D2L_DEVICE`` and the clocks' ``device``),
     so ``cuda`` means the same everywhere. ``source`` names the value in errors.
+    The index is read here, not by torch.device, which would wrap ``cuda:256`` to 0.
     """
-    try:
-        requested: torch.device | None = torch.device(value.strip().lower())
-    except RuntimeError:
-        requested = None
-    if requested is not None and requested.type == "cpu":
+    kind, colon, digits = value.strip().lower().partition(":")
+    index = int(digits) if digits.isascii() and digits.isdigit() else None
+    if kind == "cpu" and (not colon or index == 0):
         return ()
     gpus = _hardware_gpus()
-    if requested is not None and gpus and requested.type == gpus[0].type:
-        if requested.index is None:
+    if gpus and kind == gpus[0].type:
+        if not colon:
             return tuple(gpus)
-        if requested.index < len(gpus):
-            return (gpus[requested.index],)
+        if index is not None and index < len(gpus):
+            return (gpus[index],)
     valid = ", ".join(repr(str(d)) for d in [_CPU, *gpus])
     every = f" (or {gpus[0].type!r} for all {len(gpus)})" if gpus else ""
     raise ValueError(
@@ -128,7 +138,7 @@ def num_gpus() -> int:
 def try_gpu(i: int = 0) -> torch.device:
     """The i-th GPU if it exists, else the CPU, so code runs on any machine."""
     # The exact-int test first: this runs in loops, and the full check costs more.
-    index = i if type(i) is int and i >= 0 else _check_index(i, "try_gpu")
+    index = i if type(i) is int and 0 <= i <= MAX_INDEX else _check_index(i, "try_gpu")
     gpus = _visible_gpus(os.environ.get(ENV_VAR))
     return gpus[index] if index < len(gpus) else _CPU
 

@@ -124,6 +124,24 @@ class Rank:
     why_not_nccl: tuple[str, ...]
 
 
+def _all_gather_strings(text: str, size: int = 64) -> list[str]:
+    """Every rank's ``text``, in rank order, swapped as fixed-size byte tensors.
+
+    ``all_gather_object`` would pickle through ``Tensor.numpy()``, and a torch-only
+    environment has no NumPy. A GPU identity ("cuda " and a 36-character UUID) fits.
+    """
+    import torch.distributed as dist
+
+    data = text.encode()
+    if len(data) > size:
+        raise ValueError(f"{text!r} is longer than the {size} bytes a rank may send")
+    mine = torch.zeros(size, dtype=torch.uint8)
+    mine[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
+    gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(gathered, mine)
+    return [bytes(t.tolist()).rstrip(b"\0").decode() for t in gathered]
+
+
 @contextlib.contextmanager
 def process_group(backend: str = "auto", timeout: float = 60.0) -> Iterator[Rank]:
     """Join the torchrun job on this rank's device; always leave it on exit.
@@ -148,8 +166,7 @@ def process_group(backend: str = "auto", timeout: float = 60.0) -> Iterator[Rank
     wait = timedelta(seconds=timeout)
     dist.init_process_group("gloo", timeout=wait)  # env:// reads torchrun's variables
     try:
-        identities: list[str] = [""] * dist.get_world_size()
-        dist.all_gather_object(identities, device_identity(device))
+        identities = _all_gather_strings(device_identity(device))
         chosen = choose_backend(identities, backend)
         group = dist.group.WORLD
         if chosen == "nccl":

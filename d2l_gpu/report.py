@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from . import devices
 from .devices import ENV_VAR, available_devices, try_all_gpus
 
 
@@ -48,24 +49,34 @@ def _host_memory() -> tuple[int | None, int | None]:
     return total, total - free
 
 
+def _cuda_used(device: torch.device) -> int | None:
+    """Bytes in use on a CUDA card, asked without creating a context on it.
+
+    The driver's answer needs a context: asked only of a card this process
+    already uses. For the rest NVML answers where nvidia-ml-py (or amdsmi) is
+    installed; otherwise unknown. A context costs memory on every card it is
+    made on, and fails on a card another job holds in exclusive mode.
+    """
+    has_context = devices._cuda_has_context
+    if has_context is not None and has_context(device.index):
+        free, total = torch.cuda.mem_get_info(device)
+        return total - free
+    try:
+        return torch.cuda.device_memory_used(device)
+    except Exception:  # the library missing, or one of NVML's own error types
+        return None
+
+
 def _memory(device: torch.device) -> tuple[int | None, int | None]:
     """Total and used bytes of an accelerator; None where it will not say."""
+    if device.type == "cuda":  # the size needs no context
+        return torch.cuda.get_device_properties(device).total_memory, _cuda_used(device)
     if device.type == "mps":
         return torch.mps.recommended_max_memory(), torch.mps.driver_allocated_memory()
-    # torch.accelerator.get_memory_info is newer than the oldest torch supported.
-    query = getattr(torch.accelerator, "get_memory_info", None)
-    if device.type == "cuda":
-        query = torch.cuda.mem_get_info
-    elif query is None:
-        return None, None
     try:
-        free, total = query(device)
-    except RuntimeError:
-        # A busy or exclusive-process card refuses the context this query
-        # needs; its size needs none.
-        if device.type != "cuda":
-            return None, None
-        return torch.cuda.get_device_properties(device).total_memory, None
+        free, total = torch.accelerator.get_memory_info(device)
+    except (AttributeError, RuntimeError):  # newer than torch 2.6; some backends refuse
+        return None, None
     return total, total - free
 
 
@@ -113,7 +124,15 @@ def software_versions() -> dict[str, str]:
 
 
 def _gib(n: int | None) -> str:
-    return "?" if n is None else f"{n / 2**30:.1f} GiB"
+    return "unknown" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def helpers_use() -> str:
+    """The devices the helpers offer, or why ``D2L_DEVICE`` keeps them from saying."""
+    try:
+        return ", ".join(str(d) for d in try_all_gpus())
+    except ValueError as error:
+        return f"[FAIL] {error}"
 
 
 def device_report() -> str:
@@ -125,7 +144,9 @@ def device_report() -> str:
         f"{r.device:<{width}}  {_gib(r.total_memory):>10}  {_gib(r.used_memory):>10}  {r.name}"
         for r in rows
     ]
-    lines.append("helpers use: " + ", ".join(str(d) for d in try_all_gpus()))
+    if any(r.used_memory is None and r.device.startswith("cuda") for r in rows):
+        lines.append("used unknown: a card this process has not used (nvidia-ml-py would tell)")
+    lines.append(f"helpers use: {helpers_use()}")
     versions = software_versions()
     key_width = max(map(len, versions))
     lines += [f"{k:<{key_width}}  {v}" for k, v in versions.items()]

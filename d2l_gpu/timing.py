@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -136,11 +137,13 @@ def _format_duration(seconds: float) -> str:
     return f"{seconds / 1e-9:.1f} ns"
 
 
-def _calls_per_block(
+def _calibrate(
     block: Callable[[int], float], clock: Callable[[], float], min_run_time: float
-) -> int:
-    """Calls per block: reading the clock costs under 1 % of a block, and
-    ``min_run_time`` holds about 100 blocks when one call is short enough."""
+) -> tuple[int, float]:
+    """Calls per block, and the time of the last block run with that many.
+
+    Reading the clock costs under 1 % of a block, and ``min_run_time`` holds
+    about 100 blocks when one call is short enough."""
     gaps = []
     for _ in range(5):
         tik = clock()
@@ -148,11 +151,21 @@ def _calls_per_block(
     target = max(100 * statistics.median(gaps), min_run_time / 100)
     number = 1
     while True:
-        elapsed = max(block(number), 1e-9)
+        elapsed = block(number)
         if elapsed >= target or elapsed >= min_run_time:
-            return number
+            return number, elapsed
         # Aim 10 % past the target; a block the clock dominates grows fast.
-        number = max(number + 1, math.ceil(1.1 * number * target / elapsed))
+        number = max(number + 1, math.ceil(1.1 * number * target / max(elapsed, 1e-9)))
+
+
+def _check_setting(name: str, value: object, kind: type, low: float, accepted: str) -> None:
+    """Refuse a setting that is not a ``kind`` (bools are not numbers here) above
+    ``low`` and finite, naming it and what it accepts."""
+    message = f"{name} must be {accepted}, got {value!r}"
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise TypeError(message)
+    if not low < value < math.inf:  # also false for nan
+        raise ValueError(message)
 
 
 def benchmark(
@@ -168,17 +181,16 @@ def benchmark(
     """Time ``fn(*args, **kwargs)`` the careful way and return its median and IQR.
 
     After ``warmup`` calls, runs blocks of calls for about ``min_run_time``
-    seconds, reading a clock that first waits for ``device`` (by default the
-    helpers' devices). Blocks are sized so that waiting for a GPU, which costs
-    microseconds, stays under 1 % of a block, yet many blocks fit: the spread
-    is real. ``num_threads`` sets torch's CPU threads meanwhile (default: as is).
+    seconds, and at least 3, reading a clock that first waits for ``device`` (by
+    default the helpers' devices). Blocks are sized so that waiting for a GPU,
+    which costs microseconds, stays under 1 % of a block, yet many blocks fit:
+    the spread is real. ``num_threads`` sets torch's CPU threads meanwhile
+    (default: as is).
     """
-    if min_run_time <= 0:
-        raise ValueError(f"min_run_time must be a positive number of seconds, got {min_run_time!r}")
-    if warmup < 0:
-        raise ValueError(f"warmup must be a count >= 0, got {warmup!r}")
-    if num_threads is not None and num_threads < 1:
-        raise ValueError(f"num_threads must be a count >= 1 or None, got {num_threads!r}")
+    _check_setting("min_run_time", min_run_time, numbers.Real, 0, "a finite number of seconds > 0")
+    _check_setting("warmup", warmup, numbers.Integral, -1, "a count >= 0")
+    if num_threads is not None:
+        _check_setting("num_threads", num_threads, numbers.Integral, 0, "a count >= 1 or None")
     devices = _devices_to_wait_for(device)
 
     def clock() -> float:
@@ -197,13 +209,10 @@ def benchmark(
     try:
         for _ in range(warmup):
             fn(*args, **kwargs)
-        number = _calls_per_block(block, clock, min_run_time)
-        times: list[float] = []
-        total = 0.0
-        while total < min_run_time:
-            elapsed = block(number)
-            total += elapsed
-            times.append(elapsed / number)
+        number, elapsed = _calibrate(block, clock, min_run_time)
+        times = [elapsed]  # the last calibration block is a run like the others
+        while sum(times) < min_run_time or len(times) < 3:
+            times.append(block(number))
     finally:
         torch.set_num_threads(threads)
-    return Measurement.from_times(times, number, label)
+    return Measurement.from_times([t / number for t in times], number, label)

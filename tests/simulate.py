@@ -6,6 +6,7 @@ Good for testing the helpers' logic; no evidence that GPU code works.
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -42,3 +43,45 @@ def record_waits(monkeypatch: pytest.MonkeyPatch, seconds: float = 0.0) -> list[
     monkeypatch.setattr(torch.cuda, "synchronize", fake_synchronize)
     monkeypatch.setattr(torch.mps, "synchronize", lambda: fake_synchronize(torch.device("mps")))
     return waits
+
+
+def simulate_cuda_contexts(
+    monkeypatch: pytest.MonkeyPatch,
+    in_use: set[int] = frozenset(),
+    free_total: tuple[int, int] = (12 * 2**30, 16 * 2**30),
+    nvml_used: int | None = None,
+) -> set[int]:
+    """Keep CUDA primary contexts as the driver does; return the live set of cards that have one.
+
+    Cards in ``in_use`` start with one. As with the real driver, asking a card's free
+    memory, waiting on it or making it current creates one; its name and size do not.
+    ``nvml_used`` is NVML's answer for every card (None: nvidia-ml-py is missing).
+    """
+    contexts = set(in_use)
+
+    def needs_context(device=None):
+        index = device if isinstance(device, int) else torch.device(device or "cuda").index
+        contexts.add(index or 0)
+
+    def mem_get_info(device=None):
+        needs_context(device)
+        return free_total
+
+    def device_memory_used(device=None):
+        if nvml_used is None:
+            raise ModuleNotFoundError("nvidia-ml-py does not seem to be installed")
+        return nvml_used
+
+    def properties(device):
+        index = torch.device(device).index
+        return SimpleNamespace(name=f"Simulated GPU #{index}", total_memory=free_total[1])
+
+    monkeypatch.setattr(devices, "_cuda_has_context", contexts.__contains__)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
+    monkeypatch.setattr(torch.cuda, "device_memory_used", device_memory_used)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: properties(d).name)
+    for module in (torch.cuda, torch.accelerator):
+        monkeypatch.setattr(module, "synchronize", needs_context)
+    monkeypatch.setattr(torch.cuda, "set_device", needs_context)
+    return contexts

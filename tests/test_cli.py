@@ -1,6 +1,7 @@
 """python -m d2l_gpu: help, info, check."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -10,9 +11,13 @@ from d2l_gpu import check
 from d2l_gpu.__main__ import build_parser, main
 
 
-def run_cli(*args):
+def run_cli(*args, **env):
     return subprocess.run(
-        [sys.executable, "-m", "d2l_gpu", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "d2l_gpu", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -66,6 +71,53 @@ def test_check_reports_a_missing_package():
     )
 
 
-def test_check_flags_a_too_old_torch(monkeypatch):
-    monkeypatch.setattr(check.torch, "__version__", "2.1.0")
-    assert check.check_lines({})[0] == (False, "torch 2.1.0 (need >= 2.6)")
+BAD_VALUE = "D2L_DEVICE='garbage' is not a device this machine has; valid values here: 'cpu'"
+
+
+def test_check_reports_a_bad_d2l_device_as_a_failed_line_and_goes_on():
+    result = run_cli("check", D2L_DEVICE="garbage")
+    assert result.returncode == 1
+    assert result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("[OK] torch ")
+    assert lines[1].startswith(f"[FAIL] {BAD_VALUE}")
+    assert lines[-1].startswith("[INFO] ")  # the rest still checked
+    assert any(line.startswith("[OK] numpy") for line in lines)
+
+
+def test_check_names_what_a_good_d2l_device_selects(monkeypatch, capsys):
+    monkeypatch.setenv("D2L_DEVICE", "cpu")
+    assert main(["check", "--core"]) == 0
+    assert "[OK] D2L_DEVICE='cpu': the helpers use cpu\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("json_flag", [(), ("--json",)])
+def test_info_with_a_bad_d2l_device_prints_the_table_and_flags_it(json_flag):
+    result = run_cli("info", *json_flag, D2L_DEVICE="garbage")
+    assert result.returncode == 1
+    assert result.stderr == ""
+    if json_flag:
+        data = json.loads(result.stdout)
+        assert data["devices"][0]["device"] == "cpu"
+        assert data["helpers use"].startswith(f"[FAIL] {BAD_VALUE}")
+    else:
+        assert result.stdout.splitlines()[1].startswith("cpu ")
+        assert f"helpers use: [FAIL] {BAD_VALUE}" in result.stdout
+
+
+def test_check_into_a_closed_pipe_exits_quietly():
+    """As in `python -m d2l_gpu check | head -1` when head has already gone."""
+    read, write = os.pipe()
+    os.close(read)  # before the command writes a byte: every write meets a closed pipe
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "d2l_gpu", "check"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert result.stderr == ""
+    assert result.returncode == 1

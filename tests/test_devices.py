@@ -9,7 +9,7 @@ import torch
 
 import d2l_gpu
 from d2l_gpu import devices
-from tests.simulate import record_waits, simulate_machine
+from tests.simulate import record_waits, simulate_cuda_contexts, simulate_machine
 
 CPU = torch.device("cpu")
 
@@ -65,6 +65,7 @@ def test_this_machine_agrees_with_torch():
     [
         ("cpu", [CPU]),
         ("CPU", [CPU]),
+        ("cpu:0", [CPU]),
         ("cuda", [torch.device("cuda", 0), torch.device("cuda", 1)]),
         ("cuda:1", [torch.device("cuda", 1)]),
     ],
@@ -74,7 +75,7 @@ def test_environment_override_on_simulated_two_gpu_machine(monkeypatch, value, e
     monkeypatch.setenv(devices.ENV_VAR, value)
     assert d2l_gpu.try_all_gpus() == expected
     assert d2l_gpu.try_gpu() == expected[0]
-    assert d2l_gpu.num_gpus() == (0 if value.lower() == "cpu" else len(expected))
+    assert d2l_gpu.num_gpus() == (0 if value.lower().startswith("cpu") else len(expected))
 
 
 def test_environment_override_cuda_1_hides_the_other_gpu(monkeypatch):
@@ -83,7 +84,11 @@ def test_environment_override_cuda_1_hides_the_other_gpu(monkeypatch):
     assert d2l_gpu.try_gpu(1) == CPU
 
 
-@pytest.mark.parametrize("value", ["mps", "cuda:2", "xpu:0"])
+# torch keeps an index in 8 bits: torch.device("cuda:256") is cuda:0 and "cuda:128" fails
+# with an IndexError. torch has one CPU device.
+@pytest.mark.parametrize(
+    "value", ["mps", "cuda:2", "xpu:0", "cpu:5", "cpu:", "cuda:", "cuda:256", "cuda:128", "cuda:-1"]
+)
 def test_environment_override_naming_a_missing_device_says_what_exists(monkeypatch, value):
     simulate_machine(monkeypatch, "cuda", 2)
     monkeypatch.setenv(devices.ENV_VAR, value)
@@ -110,7 +115,9 @@ def test_environment_override_cuda_on_cpu_only_machine_is_an_error(monkeypatch):
 @pytest.mark.parametrize(
     ("bad", "error", "message"),
     [
-        (-1, ValueError, "index >= 0"),
+        (-1, ValueError, r"an int from 0 to 127 \(0 is the first GPU\), got -1"),
+        (128, ValueError, "from 0 to 127.*got 128"),  # torch.device("cuda", 128) fails
+        (257, ValueError, "from 0 to 127.*got 257"),  # torch.device("cuda", 257) is cuda:1
         (1.5, TypeError, "got 1.5 of type float"),
         (True, TypeError, "got the bool True"),
         ("x", TypeError, "got 'x' of type str"),
@@ -199,15 +206,36 @@ def test_synchronize_a_device_this_machine_lacks_says_what_it_has(monkeypatch, k
         d2l_gpu.synchronize(device)
 
 
+def test_gpu_names_any_index_torch_can_hold():
+    assert d2l_gpu.gpu(127).index == 127
+
+
 def test_cpu_override_is_settled_without_asking_the_hardware(monkeypatch):
     def refuse():
         raise AssertionError("D2L_DEVICE=cpu must not query the accelerator")
 
+    contexts = simulate_cuda_contexts(monkeypatch)
     for query in ("is_available", "current_accelerator", "device_count"):
         monkeypatch.setattr(torch.accelerator, query, lambda *_, **__: refuse())
+    monkeypatch.setattr(torch.cuda, "_lazy_init", refuse)
     monkeypatch.setenv(devices.ENV_VAR, "cpu")
-    assert d2l_gpu.try_all_gpus() == [CPU]
+    assert d2l_gpu.try_all_gpus() == [CPU] and d2l_gpu.try_gpu() == CPU
     d2l_gpu.synchronize()
+    d2l_gpu.Timer().stop()
+    with d2l_gpu.Benchmark("quiet"):
+        pass
+    d2l_gpu.benchmark(lambda: None, min_run_time=0.01)
+    assert contexts == set()
+
+
+def test_an_older_torch_stops_the_import_with_one_clear_sentence():
+    code = "import torch; torch.__version__ = '2.5.1+cu121'; import d2l_gpu"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[-1] == (
+        "ImportError: d2l_gpu needs torch >= 2.6, but this environment has torch 2.5.1+cu121: "
+        "pip install --upgrade 'torch>=2.6'"
+    )
 
 
 @pytest.mark.gpu
@@ -221,14 +249,17 @@ def test_synchronize_waits_for_real_device_work():
 
 @pytest.mark.gpu
 def test_cpu_override_never_initialises_the_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
     code = (
         "import time, torch, d2l_gpu; "
         "t = d2l_gpu.Timer(); t.stop(); d2l_gpu.synchronize(); "
         "d2l_gpu.benchmark(time.sleep, 0, min_run_time=0.01); d2l_gpu.try_gpu(); "
-        "print(torch.cuda.is_initialized())"
+        "print(torch.cuda.is_initialized()); "
+        "print(any(torch._C._cuda_hasPrimaryContext(i) for i in range(torch.cuda.device_count())))"
     )
     env = {**os.environ, devices.ENV_VAR: "cpu"}
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == "False"
+    assert out.stdout.split() == ["False", "False"]

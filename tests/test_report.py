@@ -1,14 +1,15 @@
 """The device report, on this machine and on a simulated two-GPU one."""
 
 import re
-from types import SimpleNamespace
+import subprocess
+import sys
 
 import pytest
 import torch
 
 import d2l_gpu
 from d2l_gpu import devices, report
-from tests.simulate import simulate_machine
+from tests.simulate import simulate_cuda_contexts, simulate_machine
 
 
 def test_report_on_this_machine_lists_cpu_versions_and_choice():
@@ -34,41 +35,55 @@ def test_software_versions_match_torch():
 
 def test_report_on_simulated_two_gpu_machine_lists_each_card(monkeypatch):
     simulate_machine(monkeypatch, "cuda", 2)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: (12 * 2**30, 16 * 2**30))
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: f"Simulated V100 #{d.index}")
+    simulate_cuda_contexts(monkeypatch, in_use={0, 1}, free_total=(12 * 2**30, 16 * 2**30))
     rows = d2l_gpu.device_info()
     assert [r.device for r in rows] == ["cpu", "cuda:0", "cuda:1"]
     assert rows[2].as_dict() == {
         "device": "cuda:1",
-        "name": "Simulated V100 #1",
+        "name": "Simulated GPU #1",
         "total_memory": 16 * 2**30,
         "used_memory": 4 * 2**30,
     }
     report = d2l_gpu.device_report()
-    assert re.search(r"^cuda:1 +16\.0 GiB +4\.0 GiB +Simulated V100 #1$", report, re.M)
+    assert re.search(r"^cuda:1 +16\.0 GiB +4\.0 GiB +Simulated GPU #1$", report, re.M)
     assert "helpers use: cuda:0, cuda:1" in report
+    assert "used unknown" not in report
 
 
-def _busy_card(device):
-    # What cudaMemGetInfo answers on an exclusive-process card another process holds.
-    raise torch.AcceleratorError("CUDA error: CUDA-capable device(s) is/are busy or unavailable")
-
-
-def test_report_on_a_busy_card_falls_back_to_its_size_and_names_every_device(monkeypatch):
-    simulate_machine(monkeypatch, "cuda", 2)
-    monkeypatch.setattr(
-        torch.cuda, "mem_get_info", lambda d: _busy_card(d) if d.index == 0 else (2**30, 2**32)
-    )
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: f"Simulated H100 #{d.index}")
-    monkeypatch.setattr(
-        torch.cuda, "get_device_properties", lambda d: SimpleNamespace(total_memory=80 * 2**30)
-    )
+def test_report_on_a_shared_eight_gpu_box_asks_only_the_card_in_use(monkeypatch):
+    """Asking a card's free memory would create a context on it (memory, or an
+    error on a card another job holds in exclusive mode)."""
+    simulate_machine(monkeypatch, "cuda", 8)
+    contexts = simulate_cuda_contexts(monkeypatch, in_use={0}, free_total=(2**30, 2**32))
     rows = d2l_gpu.device_info()
-    assert rows[1] == report.DeviceInfo("cuda:0", "Simulated H100 #0", 80 * 2**30, None)
-    assert rows[2] == report.DeviceInfo("cuda:1", "Simulated H100 #1", 2**32, 3 * 2**30)
+    assert contexts == {0}
+    assert [r.device for r in rows] == ["cpu", *(f"cuda:{i}" for i in range(8))]
+    assert rows[1] == report.DeviceInfo("cuda:0", "Simulated GPU #0", 2**32, 3 * 2**30)
+    assert rows[8] == report.DeviceInfo("cuda:7", "Simulated GPU #7", 2**32, None)
     text = d2l_gpu.device_report()
-    assert re.search(r"^cuda:0 +80\.0 GiB +\? +Simulated H100 #0$", text, re.M)
-    assert re.search(r"^cuda:1 +4\.0 GiB +3\.0 GiB +Simulated H100 #1$", text, re.M)
+    assert contexts == {0}
+    assert re.search(r"^cuda:0 +4\.0 GiB +3\.0 GiB +Simulated GPU #0$", text, re.M)
+    assert re.search(r"^cuda:7 +4\.0 GiB +unknown +Simulated GPU #7$", text, re.M)
+    assert "used unknown: a card this process has not used" in text
+
+
+def test_report_asks_nvml_about_cards_this_process_has_not_used(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 2)
+    contexts = simulate_cuda_contexts(monkeypatch, free_total=(2**30, 2**32), nvml_used=2**31)
+    assert [r.used_memory for r in d2l_gpu.device_info()[1:]] == [2**31, 2**31]
+    assert contexts == set()
+
+
+@pytest.mark.gpu
+def test_report_creates_no_cuda_context():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    code = (
+        "import torch, d2l_gpu; d2l_gpu.device_report(); "
+        "print(any(torch._C._cuda_hasPrimaryContext(i) for i in range(torch.cuda.device_count())))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_report_on_a_backend_without_memory_query_shows_unknown(monkeypatch):
@@ -90,12 +105,23 @@ def test_report_on_a_torch_without_the_memory_query_shows_unknown(monkeypatch):
 
 def test_report_lists_every_device_but_says_what_the_helpers_use(monkeypatch):
     simulate_machine(monkeypatch, "cuda", 2)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: (2**30, 2**32))
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: "Simulated")
+    simulate_cuda_contexts(monkeypatch)
     monkeypatch.setenv(devices.ENV_VAR, "cuda:1")
     text = d2l_gpu.device_report()
     assert [r.device for r in d2l_gpu.device_info()] == ["cpu", "cuda:0", "cuda:1"]
     assert "helpers use: cuda:1\n" in text
+
+
+def test_report_with_a_bad_d2l_device_still_lists_the_devices_and_flags_it(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 2)
+    simulate_cuda_contexts(monkeypatch)
+    monkeypatch.setenv(devices.ENV_VAR, "cuda:256")
+    text = d2l_gpu.device_report()
+    assert re.search(r"^cuda:1 +16\.0 GiB", text, re.M)
+    assert (
+        "helpers use: [FAIL] D2L_DEVICE='cuda:256' is not a device this machine has; "
+        "valid values here: 'cpu', 'cuda:0', 'cuda:1' (or 'cuda' for all 2)\n"
+    ) in text
 
 
 @pytest.mark.gpu

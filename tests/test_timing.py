@@ -169,17 +169,49 @@ def test_benchmark_sets_threads_only_while_it_runs():
     assert torch.get_num_threads() == before
 
 
+def test_benchmark_of_a_call_longer_than_min_run_time_keeps_three_runs_and_its_calibration():
+    calls = []
+
+    def slow():
+        calls.append(None)
+        time.sleep(0.03)
+
+    m = d2l_gpu.benchmark(slow, min_run_time=0.01, warmup=0)
+    assert (m.runs, m.number_per_run) == (3, 1)
+    # No call is thrown away: the block that sized the runs is the first run.
+    assert len(calls) == 3
+    assert m.median >= 0.03
+
+
+_SECONDS = "a finite number of seconds > 0"
+
+
 @pytest.mark.parametrize(
-    ("kwargs", "message"),
+    ("kwargs", "error", "message"),
     [
-        ({"min_run_time": 0}, "min_run_time"),
-        ({"warmup": -1}, "warmup"),
-        ({"num_threads": 0}, "num_threads"),
+        ({"min_run_time": 0}, ValueError, f"min_run_time must be {_SECONDS}, got 0"),
+        ({"min_run_time": -1.0}, ValueError, "min_run_time must be .*, got -1.0"),
+        ({"min_run_time": float("nan")}, ValueError, "min_run_time must be .*, got nan"),
+        ({"min_run_time": float("inf")}, ValueError, "min_run_time must be .*, got inf"),
+        ({"min_run_time": "0.2"}, TypeError, "min_run_time must be .*, got '0.2'"),
+        ({"min_run_time": True}, TypeError, "min_run_time must be .*, got True"),
+        ({"warmup": -1}, ValueError, r"warmup must be a count >= 0, got -1"),
+        ({"warmup": 1.5}, TypeError, r"warmup must be a count >= 0, got 1.5"),
+        ({"num_threads": 0}, ValueError, r"num_threads must be a count >= 1 or None, got 0"),
+        ({"num_threads": "2"}, TypeError, r"num_threads must be a count >= 1 or None, got '2'"),
     ],
 )
-def test_benchmark_rejects_bad_settings(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        d2l_gpu.benchmark(lambda: None, **kwargs)
+def test_benchmark_rejects_bad_settings_naming_them(kwargs, error, message):
+    calls = []
+    with pytest.raises(error, match=message):
+        d2l_gpu.benchmark(calls.append, None, **kwargs)
+    assert calls == []
+
+
+def test_benchmark_accepts_any_real_number_of_seconds():
+    from fractions import Fraction
+
+    assert d2l_gpu.benchmark(lambda: None, min_run_time=Fraction(1, 100), warmup=0).runs >= 3
 
 
 def test_measurement_from_times_gives_median_and_iqr():
