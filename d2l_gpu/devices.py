@@ -1,12 +1,10 @@
 """Name the devices a tensor can live on, pick ones that exist, and wait for them.
 
-The names follow the d2l book package (``cpu``, ``gpu``, ``num_gpus``,
-``try_gpu``, ``try_all_gpus``) so book code runs unchanged, but "GPU" here means
-whatever accelerator ``torch.accelerator`` finds: CUDA (ROCm builds report
-themselves as CUDA), Apple MPS (always exactly one device), Intel XPU, ...
-
-Setting ``D2L_DEVICE`` (``cpu``, ``cuda``, ``cuda:1``, ``mps``, ...) restricts
-what the helpers offer for a whole run, much like ``CUDA_VISIBLE_DEVICES``.
+The names follow the d2l book package so book code runs unchanged, but "GPU"
+means whatever accelerator ``torch.accelerator`` finds: CUDA (and ROCm, which
+reports itself as CUDA), Apple MPS (always one device), Intel XPU, ...
+``D2L_DEVICE`` (``cpu``, ``cuda``, ``cuda:1``, ``mps``, ...) restricts what the
+helpers offer for a whole run, much like ``CUDA_VISIBLE_DEVICES``.
 """
 
 from __future__ import annotations
@@ -20,16 +18,10 @@ import torch
 
 MIN_TORCH = (2, 6)  # torch.accelerator, which every helper asks
 if tuple(map(int, re.findall(r"\d+", torch.__version__)[:2])) < MIN_TORCH:
-    raise ImportError(
-        f"d2l_gpu needs torch >= {'.'.join(map(str, MIN_TORCH))}, but this environment has "
-        f"torch {torch.__version__}: pip install --upgrade 'torch>=2.6'"
-    )
+    raise ImportError(f"d2l_gpu needs torch >= 2.6, but found torch {torch.__version__}")
 
 ENV_VAR = "D2L_DEVICE"
-
 _CPU = torch.device("cpu")
-
-
 # torch keeps a device index in 8 bits (c10::DeviceIndex): torch.device("cuda", 257)
 # is cuda:1. Indices are checked against this before a torch.device is built.
 MAX_INDEX = 127
@@ -50,35 +42,23 @@ def _check_index(i: object, func: str) -> int:
 
 
 def _hardware_kind() -> str | None:
-    """The accelerator backend usable now, or None.
-
-    (``current_accelerator(check_available=True)`` would say this in one call,
-    but torch 2.6, the oldest we support, lacks the argument.)
-    """
+    """The accelerator backend usable now, or None (torch 2.6 lacks ``check_available``)."""
     if not torch.accelerator.is_available():
         return None
     return torch.accelerator.current_accelerator().type
 
 
 def _hardware_gpus() -> list[torch.device]:
-    """Every accelerator device this machine really has."""
+    """Every accelerator device this machine really has, ignoring ``D2L_DEVICE``."""
     kind = _hardware_kind()
-    if kind is None:
-        return []
-    return [torch.device(kind, i) for i in range(torch.accelerator.device_count())]
-
-
-def available_devices() -> list[torch.device]:
-    """Every device this machine really has, CPU first, ignoring ``D2L_DEVICE``."""
-    return [_CPU, *_hardware_gpus()]
+    return [torch.device(kind, i) for i in range(torch.accelerator.device_count())] if kind else []
 
 
 def _parse(value: str, source: str) -> tuple[torch.device, ...]:
     """The accelerators a device string names: none for ``cpu``, all for ``cuda``.
 
-    The one parser for device strings (``D2L_DEVICE`` and the clocks' ``device``),
-    so ``cuda`` means the same everywhere. ``source`` names the value in errors.
-    The index is read here, not by torch.device, which would wrap ``cuda:256`` to 0.
+    The one parser for ``D2L_DEVICE`` and the clocks' ``device``; ``source`` names
+    the value in errors. It reads the index itself: torch.device wraps ``cuda:256`` to 0.
     """
     kind, colon, digits = value.strip().lower().partition(":")
     index = int(digits) if digits.isascii() and digits.isdigit() else None
@@ -105,8 +85,7 @@ def _visible_gpus(value: str | None, source: str = ENV_VAR) -> tuple[torch.devic
 
 
 def _gpus() -> tuple[torch.device, ...]:
-    # Read on every call, so setting D2L_DEVICE during a run takes effect
-    # (try_gpu and try_all_gpus inline this: they sit in loops).
+    # Read on every call, so setting D2L_DEVICE during a run takes effect.
     return _visible_gpus(os.environ.get(ENV_VAR))
 
 
@@ -122,12 +101,8 @@ def cpu() -> torch.device:
 
 
 def gpu(i: int = 0) -> torch.device:
-    """Name the i-th GPU, whether or not it exists (naming allocates nothing).
-
-    On a machine without an accelerator the name is CUDA's, as in the book.
-    """
-    index = _check_index(i, "gpu")
-    return torch.device(_hardware_kind() or "cuda", index)
+    """Name the i-th GPU, whether or not it exists (CUDA's name without an accelerator)."""
+    return torch.device(_hardware_kind() or "cuda", _check_index(i, "gpu"))
 
 
 def num_gpus() -> int:
@@ -137,7 +112,7 @@ def num_gpus() -> int:
 
 def try_gpu(i: int = 0) -> torch.device:
     """The i-th GPU if it exists, else the CPU, so code runs on any machine."""
-    # The exact-int test first: this runs in loops, and the full check costs more.
+    # The exact-int test and _gpus() inline: this runs in loops.
     index = i if type(i) is int and 0 <= i <= MAX_INDEX else _check_index(i, "try_gpu")
     gpus = _visible_gpus(os.environ.get(ENV_VAR))
     return gpus[index] if index < len(gpus) else _CPU
@@ -149,36 +124,29 @@ def try_all_gpus() -> list[torch.device]:
 
 
 def _devices_to_wait_for(device: torch.device | str | None) -> tuple[torch.device, ...]:
-    """What a clock must wait for: ``device`` (``cuda``: every CUDA GPU), or by
-    default every GPU the helpers offer; nothing for the CPU.
-
-    So a run with ``D2L_DEVICE=cpu`` never touches a GPU.
-    """
+    """What a clock waits for: ``device`` (``cuda``: every CUDA GPU), by default the
+    GPUs the helpers offer, and nothing for the CPU: D2L_DEVICE=cpu touches no GPU."""
     return _gpus() if device is None else _visible_gpus(str(device), "device")
 
 
 def synchronize(device: torch.device | str | None = None) -> None:
     """Wait until work queued on ``device`` is done; a no-op on the CPU.
 
-    Accelerators run asynchronously: a kernel launch returns at once, so a clock
-    read without this measures only the launch. ``None`` waits for every GPU
-    the helpers offer (``try_all_gpus()``) that this process has used: nothing
-    on a CPU-only run.
+    A kernel launch returns at once, so a clock read without this measures only
+    the launch. ``None`` waits for every GPU the helpers offer that this process used.
     """
     _wait(_devices_to_wait_for(device))
 
 
-# torch has no public per-device query for this; the binding (METH_O, an index)
-# asks the driver whether this process has a context on a CUDA or ROCm device,
-# without creating one. Absent from CPU builds.
+# Whether this process has a context on a CUDA (or ROCm) device, asked without
+# creating one; torch has no public per-device query. Absent from CPU builds.
+# A context costs memory on its card, and fails on one held in exclusive mode.
 _cuda_has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
 
 
 def _wait(devices: tuple[torch.device, ...]) -> None:
     for device in devices:
-        # A GPU this process never used has nothing queued; waiting on it would
-        # create a context (memory, and an error if another process holds the
-        # card in exclusive mode), so it is skipped.
+        # A GPU this process never used has nothing queued: no context is made for it.
         if device.type == "cuda" and device.index is not None and _cuda_has_context:
             if not _cuda_has_context(device.index):
                 continue

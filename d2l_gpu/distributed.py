@@ -1,9 +1,8 @@
 """What a multi-GPU chapter reuses to run one process per device under ``torchrun``.
 
-``torchrun`` starts the processes and tells each who it is through the
-variables ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
-``MASTER_PORT``. ``process_group`` reads them, gives this rank a device, joins
-the job and always leaves it again; the backend it picks suits every rank.
+torchrun tells each process who it is (``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR``, ...);
+``process_group`` reads that, gives this rank a device, joins the job with a
+backend that suits every rank, and always leaves it again.
 """
 
 from __future__ import annotations
@@ -17,17 +16,6 @@ from datetime import timedelta
 import torch
 
 from .devices import cpu, try_all_gpus
-
-__all__ = [
-    "BACKENDS",
-    "Rank",
-    "choose_backend",
-    "device_identity",
-    "local_rank",
-    "nccl_problems",
-    "process_group",
-    "rank_device",
-]
 
 BACKENDS = ("auto", "gloo", "nccl")
 
@@ -45,32 +33,24 @@ def local_rank(environ: Mapping[str, str] | None = None) -> int | None:
 def rank_device(local: int) -> torch.device:
     """The GPU this rank computes on: the visible CUDA devices taken in turn, else the CPU.
 
-    A launcher that gives each rank its own GPU through ``CUDA_VISIBLE_DEVICES``
-    leaves one visible device, ``cuda:0``, to every rank; with more ranks than
-    GPUs some ranks share one, which ``choose_backend`` notices. gloo and nccl
-    cannot read other accelerators (Apple MPS, for one): those ranks use the CPU.
+    (A launcher may leave each rank only its own GPU, as ``cuda:0``; with more ranks
+    than GPUs some share one. gloo and nccl cannot read MPS: those ranks use the CPU.)
     """
     gpus = [d for d in try_all_gpus() if d.type == "cuda"]
     return gpus[local % len(gpus)] if gpus else cpu()
 
 
 def device_identity(device: torch.device) -> str:
-    """A name for the physical device, the same in every process that uses it.
-
-    ``cuda:0`` of one process may be ``cuda:1`` of another, or another
-    machine's card; a GPU's UUID is unique everywhere.
-    """
+    """A name for the physical device, the same in every process that uses it:
+    ``cuda:0`` of one process may be another's ``cuda:1``; a GPU's UUID is unique."""
     if device.type != "cuda":
         return device.type
     return f"cuda {torch.cuda.get_device_properties(device).uuid}"
 
 
 def nccl_problems(identities: Sequence[str]) -> list[str]:
-    """Why nccl cannot serve ranks with these device identities (one per rank, in rank order).
-
-    nccl needs a CUDA device on every rank and a different one on each: it
-    refuses two ranks on one GPU ("Duplicate GPU detected").
-    """
+    """Why nccl cannot serve ranks with these device identities (in rank order): it
+    needs a CUDA device on each, and refuses two on one GPU ("Duplicate GPU detected")."""
     ranks_of: dict[str, list[int]] = {}
     for r, identity in enumerate(identities):
         ranks_of.setdefault(identity, []).append(r)
@@ -93,10 +73,7 @@ def _check_backend(requested: str) -> None:
 
 def choose_backend(identities: Sequence[str], requested: str = "auto") -> str:
     """``nccl`` when every rank has a GPU of its own, else ``gloo``; ``requested`` overrides.
-
-    Every rank calls this with the same list, so all agree: ranks that picked
-    different backends would wait for each other forever.
-    """
+    Every rank calls it with the same list, so all agree (else they would wait forever)."""
     _check_backend(requested)
     if not identities:
         raise ValueError("choose_backend needs the device identity of at least one rank")
@@ -125,18 +102,15 @@ class Rank:
 
 
 def _all_gather_strings(text: str, size: int = 64) -> list[str]:
-    """Every rank's ``text``, in rank order, swapped as fixed-size byte tensors.
-
-    ``all_gather_object`` would pickle through ``Tensor.numpy()``, and a torch-only
-    environment has no NumPy. A GPU identity ("cuda " and a 36-character UUID) fits.
-    """
+    """Every rank's ``text``, in rank order, swapped as fixed-size byte tensors:
+    ``all_gather_object`` pickles through ``Tensor.numpy()``, and torch alone has no
+    NumPy. A GPU identity ("cuda " and a 36-character UUID) fits."""
     import torch.distributed as dist
 
-    data = text.encode()
+    data = text.encode().ljust(size, b"\0")
     if len(data) > size:
         raise ValueError(f"{text!r} is longer than the {size} bytes a rank may send")
-    mine = torch.zeros(size, dtype=torch.uint8)
-    mine[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
+    mine = torch.tensor(list(data), dtype=torch.uint8)
     gathered = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
     dist.all_gather(gathered, mine)
     return [bytes(t.tolist()).rstrip(b"\0").decode() for t in gathered]
@@ -144,12 +118,10 @@ def _all_gather_strings(text: str, size: int = 64) -> list[str]:
 
 @contextlib.contextmanager
 def process_group(backend: str = "auto", timeout: float = 60.0) -> Iterator[Rank]:
-    """Join the torchrun job on this rank's device; always leave it on exit.
+    """Join the torchrun job on this rank's device; always leave it, even on an error.
 
-    The ranks first meet in a gloo group (it runs anywhere) to swap device
-    identities; if nccl suits them all, a nccl group over the same ranks is
-    made for the real traffic. Leaving runs in ``finally``, so a rank that
-    raises still closes its connections and torchrun reports its error.
+    The ranks meet in a gloo group (it runs anywhere) to swap device identities;
+    if nccl suits them all, a nccl group over the same ranks carries the traffic.
     """
     import torch.distributed as dist
 

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from . import devices
-from .devices import ENV_VAR, available_devices, try_all_gpus
+from .devices import ENV_VAR, _hardware_gpus, try_all_gpus
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,10 @@ class DeviceInfo:
 def _cpu_name() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
     except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
+        names = []
+    return (names or [platform.processor() or platform.machine() or "unknown CPU"])[0]
 
 
 def _host_memory() -> tuple[int | None, int | None]:
@@ -50,13 +48,9 @@ def _host_memory() -> tuple[int | None, int | None]:
 
 
 def _cuda_used(device: torch.device) -> int | None:
-    """Bytes in use on a CUDA card, asked without creating a context on it.
-
-    The driver's answer needs a context: asked only of a card this process
-    already uses. For the rest NVML answers where nvidia-ml-py (or amdsmi) is
-    installed; otherwise unknown. A context costs memory on every card it is
-    made on, and fails on a card another job holds in exclusive mode.
-    """
+    """Bytes in use on a CUDA card, asked without creating a context on it: of the
+    driver for a card this process uses, else of NVML where nvidia-ml-py (or amdsmi)
+    is installed; else unknown."""
     has_context = devices._cuda_has_context
     if has_context is not None and has_context(device.index):
         free, total = torch.cuda.mem_get_info(device)
@@ -67,38 +61,28 @@ def _cuda_used(device: torch.device) -> int | None:
         return None
 
 
-def _memory(device: torch.device) -> tuple[int | None, int | None]:
-    """Total and used bytes of an accelerator; None where it will not say."""
-    if device.type == "cuda":  # the size needs no context
-        return torch.cuda.get_device_properties(device).total_memory, _cuda_used(device)
+def _accelerator_info(device: torch.device) -> DeviceInfo:
+    """An accelerator's name, total and used bytes; None where it will not say."""
+    if device.type == "cuda":  # name and size need no context
+        props = torch.cuda.get_device_properties(device)
+        return DeviceInfo(str(device), props.name, props.total_memory, _cuda_used(device))
     if device.type == "mps":
-        return torch.mps.recommended_max_memory(), torch.mps.driver_allocated_memory()
+        total, used = torch.mps.recommended_max_memory(), torch.mps.driver_allocated_memory()
+        return DeviceInfo(str(device), "Apple GPU (MPS)", total, used)
     try:
         free, total = torch.accelerator.get_memory_info(device)
     except (AttributeError, RuntimeError):  # newer than torch 2.6; some backends refuse
-        return None, None
-    return total, total - free
-
-
-def _accelerator_info(device: torch.device) -> DeviceInfo:
-    if device.type == "cuda":
-        name = torch.cuda.get_device_name(device)
-    elif device.type == "mps":
-        name = "Apple GPU (MPS)"
-    else:
-        name = device.type.upper()
-    return DeviceInfo(str(device), name, *_memory(device))
+        return DeviceInfo(str(device), device.type.upper(), None, None)
+    return DeviceInfo(str(device), device.type.upper(), total, total - free)
 
 
 def device_info() -> list[DeviceInfo]:
-    """The CPU and every accelerator this machine has, with their memory.
-
-    Lists every device, ignoring ``D2L_DEVICE``; the report says which the helpers use.
-    """
+    """The CPU and every accelerator this machine has (whatever ``D2L_DEVICE`` says),
+    with their memory."""
     cpu_total, cpu_used = _host_memory()
     name = f"{_cpu_name()} ({os.cpu_count()} logical cores)"
     rows = [DeviceInfo("cpu", name, cpu_total, cpu_used)]
-    rows += [_accelerator_info(d) for d in available_devices()[1:]]
+    rows += [_accelerator_info(d) for d in _hardware_gpus()]
     return rows
 
 
@@ -127,12 +111,12 @@ def _gib(n: int | None) -> str:
     return "unknown" if n is None else f"{n / 2**30:.1f} GiB"
 
 
-def helpers_use() -> str:
-    """The devices the helpers offer, or why ``D2L_DEVICE`` keeps them from saying."""
+def helpers_use() -> tuple[bool, str]:
+    """(True, the devices the helpers offer), or (False, why ``D2L_DEVICE`` is wrong)."""
     try:
-        return ", ".join(str(d) for d in try_all_gpus())
-    except ValueError as error:
-        return f"[FAIL] {error}"
+        return True, ", ".join(str(d) for d in try_all_gpus())
+    except ValueError as error:  # it names the value and the valid ones
+        return False, str(error)
 
 
 def device_report() -> str:
@@ -146,7 +130,8 @@ def device_report() -> str:
     ]
     if any(r.used_memory is None and r.device.startswith("cuda") for r in rows):
         lines.append("used unknown: a card this process has not used (nvidia-ml-py would tell)")
-    lines.append(f"helpers use: {helpers_use()}")
+    ok, use = helpers_use()
+    lines.append(f"helpers use: {'' if ok else '[FAIL] '}{use}")
     versions = software_versions()
     key_width = max(map(len, versions))
     lines += [f"{k:<{key_width}}  {v}" for k, v in versions.items()]

@@ -1,11 +1,9 @@
 """Clocks that tell the truth about asynchronous devices.
 
-``Timer`` and ``Benchmark`` keep the d2l book's interface, but read
-``time.perf_counter`` and wait for the device before every reading: without
-that, a GPU time is only the time to queue the kernels. ``benchmark`` is the
-careful instrument: warm-up, repeated blocks and a median with its spread.
-By default each waits for the devices the helpers offer (``try_all_gpus()``),
-so a CPU-only run never touches a GPU.
+``Timer`` and ``Benchmark`` keep the d2l book's interface, but wait for the device
+before every reading (else a GPU time is only the time to queue the kernels);
+``benchmark`` is the careful instrument: warm-up, repeated blocks, a median and
+its spread. By default each waits for the GPUs the helpers offer: none on a CPU run.
 """
 
 from __future__ import annotations
@@ -140,10 +138,8 @@ def _format_duration(seconds: float) -> str:
 def _calibrate(
     block: Callable[[int], float], clock: Callable[[], float], min_run_time: float
 ) -> tuple[int, float]:
-    """Calls per block, and the time of the last block run with that many.
-
-    Reading the clock costs under 1 % of a block, and ``min_run_time`` holds
-    about 100 blocks when one call is short enough."""
+    """Calls per block, so that reading the clock costs under 1 % of a block and
+    ``min_run_time`` holds about 100 blocks; and the time of a block of that many."""
     gaps = []
     for _ in range(5):
         tik = clock()
@@ -159,8 +155,7 @@ def _calibrate(
 
 
 def _check_setting(name: str, value: object, kind: type, low: float, accepted: str) -> None:
-    """Refuse a setting that is not a ``kind`` (bools are not numbers here) above
-    ``low`` and finite, naming it and what it accepts."""
+    """Refuse a setting that is not a finite ``kind`` (bools are not) above ``low``."""
     message = f"{name} must be {accepted}, got {value!r}"
     if isinstance(value, bool) or not isinstance(value, kind):
         raise TypeError(message)
@@ -180,12 +175,11 @@ def benchmark(
 ) -> Measurement:
     """Time ``fn(*args, **kwargs)`` the careful way and return its median and IQR.
 
-    After ``warmup`` calls, runs blocks of calls for about ``min_run_time``
-    seconds, and at least 3, reading a clock that first waits for ``device`` (by
-    default the helpers' devices). Blocks are sized so that waiting for a GPU,
-    which costs microseconds, stays under 1 % of a block, yet many blocks fit:
-    the spread is real. ``num_threads`` sets torch's CPU threads meanwhile
-    (default: as is).
+    After ``warmup`` calls, runs blocks of calls for about ``min_run_time`` seconds
+    (at least 3 blocks), reading a clock that first waits for ``device`` (by default
+    the helpers' GPUs). Blocks are sized so that waiting for a GPU stays under 1 % of
+    a block, yet many fit: the spread is real. ``num_threads`` sets torch's CPU
+    threads meanwhile (default: as is).
     """
     _check_setting("min_run_time", min_run_time, numbers.Real, 0, "a finite number of seconds > 0")
     _check_setting("warmup", warmup, numbers.Integral, -1, "a count >= 0")

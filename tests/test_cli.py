@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from d2l_gpu import check
-from d2l_gpu.__main__ import build_parser, main
+from d2l_gpu.__main__ import build_parser, check_lines, main
 
 
 def run_cli(*args, **env):
@@ -63,7 +62,7 @@ def test_check_passes_in_the_dev_environment(capsys):
 
 
 def test_check_reports_a_missing_package():
-    lines = check.check_lines({"surely-not-installed-pkg": "testing"})
+    lines = check_lines({"surely-not-installed-pkg": "testing"})
     ok, text = lines[-1]
     assert not ok
     assert text == (

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-import signal
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -16,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from d2l_gpu import distributed
+from tests.conftest import end_processes, processes_where
 from tests.repository import free_port
 from tests.simulate import simulate_machine
 
@@ -42,27 +44,62 @@ def _env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def _start(args: list[str], **env: str) -> subprocess.Popen:
-    # A session of its own, so a timeout can stop torchrun and the workers it started.
-    return subprocess.Popen(
-        args,
-        env=_env(**env),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+JOB_VAR = "D2L_GPU_TEST_JOB"
 
 
-def _finish(proc: subprocess.Popen) -> tuple[int, str, str]:
-    try:
-        out, err = proc.communicate(timeout=JOB_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail(f"job still running after {JOB_TIMEOUT} s:\n{out}\n{err}")
-    return proc.returncode, out, err
+class Jobs:
+    """The torchrun jobs of one test: each in a session of its own, all marked with
+    ``JOB_VAR`` and given the test's own temp folder (where torchrun leaves a
+    ``torchelastic_*`` folder on every run)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def mine(self, environ: dict[str, str], command: str = "") -> bool:
+        return environ.get(JOB_VAR) == str(self.folder)
+
+    def start(self, args: list[str], **env: str) -> subprocess.Popen:
+        marks = {"TMPDIR": str(self.folder), JOB_VAR: str(self.folder)}
+        return subprocess.Popen(
+            args,
+            env=_env(**marks, **env),
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+
+    def finish(self, proc: subprocess.Popen, timeout: float = JOB_TIMEOUT) -> tuple[int, str, str]:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # Killing torchrun's process group would leave its workers (each in a
+            # session of its own) running and holding the pipes open: end them all.
+            end_processes(self.mine)
+            out, err = proc.communicate(timeout=10)
+            pytest.fail(f"job still running after {timeout} s:\n{out}\n{err}")
+        return proc.returncode, out, err
+
+
+@pytest.fixture
+def jobs():
+    """Start torchrun jobs; afterwards end whatever they left running and remove their folder."""
+    # Under the session's private TMPDIR (conftest.py), not the real temp folder.
+    job = Jobs(Path(tempfile.mkdtemp(prefix="job-", dir=os.environ.get("TMPDIR"))))
+    yield job
+    end_processes(job.mine)
+    shutil.rmtree(job.folder)
+
+
+def _one_node(nproc: int) -> list[str]:
+    """torchrun on one machine, all on 127.0.0.1: rank 0 would publish socket.getfqdn(),
+    which often does not resolve (macOS, containers), and port 29500 may be taken."""
+    return [
+        *TORCHRUN,
+        *("--nnodes", "1", "--nproc-per-node", str(nproc), "--local-addr", "127.0.0.1"),
+        *("--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0"),
+    ]
 
 
 def _sums(out: str) -> dict[int, list[float]]:
@@ -74,17 +111,18 @@ def _expected(world_size: int) -> list[float]:
     return [i * sum(r + 1 for r in range(world_size)) for i in (1.0, 2.0, 3.0, 4.0)]
 
 
-def _two_nodes(**env: str) -> list[tuple[int, str, str]]:
+def _two_nodes(jobs: Jobs, **env: str) -> list[tuple[int, str, str]]:
     """Two torchrun launches of one process each, meeting on 127.0.0.1: a two-node job."""
     rdzv = f"--rdzv-backend c10d --rdzv-id two-nodes --rdzv-endpoint 127.0.0.1:{free_port()}"
     args = [*TORCHRUN, "--nnodes", "2", "--nproc-per-node", "1", *rdzv.split()]
-    jobs = [_start([*args, "--local-addr", "127.0.0.1", str(DEMO), *FAST], **env) for _ in (0, 1)]
-    return [_finish(job) for job in jobs]
+    started = [
+        jobs.start([*args, "--local-addr", "127.0.0.1", str(DEMO), *FAST], **env) for _ in (0, 1)
+    ]
+    return [jobs.finish(job) for job in started]
 
 
-def test_two_processes_on_gloo_sum_correctly_and_rank_0_times_them():
-    job = _start([*TORCHRUN, "--nproc-per-node", "2", str(DEMO), "--backend", "gloo", *FAST])
-    rc, out, err = _finish(job)
+def test_two_processes_on_gloo_sum_correctly_and_rank_0_times_them(jobs):
+    rc, out, err = jobs.finish(jobs.start([*_one_node(2), str(DEMO), "--backend", "gloo", *FAST]))
     assert rc == 0, err
     assert _sums(out) == {0: _expected(2), 1: _expected(2)}
     found = {(int(r), int(w), int(lr), d, b) for r, w, lr, d, b in DEVICE_LINE.findall(out)}
@@ -98,8 +136,46 @@ def test_two_processes_on_gloo_sum_correctly_and_rank_0_times_them():
     assert re.search(r"all_reduce takes [\d,.]+x the time of x \+ y", out), out
 
 
-def test_two_nodes_on_loopback_form_one_job_on_the_cpu():
-    finished = _two_nodes(D2L_DEVICE="cpu")
+def test_two_processes_on_gloo_need_no_numpy(jobs):
+    """As in an environment with torch alone: process_group() swaps the ranks'
+    device identities without pickling, which goes through Tensor.numpy()."""
+    site = jobs.folder / "no-numpy"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import sys\n\nsys.modules['numpy'] = None\n")
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
+    probe = subprocess.run(
+        [sys.executable, "-c", "import numpy"], env=_env(**env), capture_output=True, text=True
+    )
+    assert "ModuleNotFoundError: import of numpy halted" in probe.stderr
+    rc, out, err = jobs.finish(jobs.start([*_one_node(2), str(DEMO), *FAST], **env))
+    assert rc == 0, err
+    assert _sums(out) == {0: _expected(2), 1: _expected(2)}
+
+
+def test_a_job_that_times_out_ends_every_worker(jobs):
+    """torchrun starts each worker in a session of its own: killing torchrun alone leaves them."""
+    hang = jobs.folder / "hang.py"
+    hang.write_text(
+        "import os, pathlib, time\n"
+        "pathlib.Path(os.environ['TMPDIR'], f'up-{os.getpid()}').touch()\n"
+        "time.sleep(600)\n"
+    )
+    job = jobs.start([*_one_node(2), str(hang)])
+    deadline = time.monotonic() + JOB_TIMEOUT
+    while len(list(jobs.folder.glob("up-*"))) < 2:
+        assert job.poll() is None and time.monotonic() < deadline, "the workers never started"
+        time.sleep(0.1)
+    workers = {int(p.name.removeprefix("up-")) for p in jobs.folder.glob("up-*")}
+    with pytest.raises(pytest.fail.Exception, match="job still running after 0.1 s"):
+        jobs.finish(job, timeout=0.1)
+    assert job.returncode is not None
+    assert not workers & set(processes_where(lambda environ, command: True))
+    # What torchrun would have left in the real temp folder is in the test's, removed after it.
+    assert list(jobs.folder.glob("torchelastic_*"))
+
+
+def test_two_nodes_on_loopback_form_one_job_on_the_cpu(jobs):
+    finished = _two_nodes(jobs, D2L_DEVICE="cpu")
     for rc, _, err in finished:
         assert rc == 0, err
     # c10d numbers the nodes in the order they join, so either launch may hold rank 0.
@@ -110,19 +186,16 @@ def test_two_nodes_on_loopback_form_one_job_on_the_cpu():
     assert sorted((lr, d, b) for _, _, lr, d, b in lines) == [("0", "cpu", "gloo")] * 2
 
 
-def test_a_failing_rank_fails_the_job_with_its_error_shown():
-    job = _start([*TORCHRUN, "--nproc-per-node", "2", str(DEMO), *FAST, "--fail-rank", "1"])
-    rc, out, err = _finish(job)
+def test_a_failing_rank_fails_the_job_with_its_error_shown(jobs):
+    rc, out, err = jobs.finish(jobs.start([*_one_node(2), str(DEMO), *FAST, "--fail-rank", "1"]))
     assert rc != 0
     assert "RuntimeError: rank 1 failed on purpose (--fail-rank 1)" in err
     assert "all_reduce(sum)" not in out
 
 
-def test_nccl_where_ranks_have_no_gpu_stops_every_rank_with_a_clear_error():
-    job = _start(
-        [*TORCHRUN, "--nproc-per-node", "2", str(DEMO), "--backend", "nccl"], D2L_DEVICE="cpu"
-    )
-    rc, _, err = _finish(job)
+def test_nccl_where_ranks_have_no_gpu_stops_every_rank_with_a_clear_error(jobs):
+    job = jobs.start([*_one_node(2), str(DEMO), "--backend", "nccl"], D2L_DEVICE="cpu")
+    rc, _, err = jobs.finish(job)
     assert rc != 0
     assert "backend 'nccl' needs a CUDA device of its own on every rank" in err
     assert "ranks 0, 1 have no CUDA device; accepted here: 'gloo' or 'auto'" in err
@@ -309,8 +382,8 @@ def test_demo_times_each_all_reduce_after_a_barrier_until_the_gpu_is_done(monkey
 
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
-def test_nccl_on_two_gpus():
-    rc, out, err = _finish(_start([*TORCHRUN, "--nproc-per-node", "2", str(DEMO), *FAST]))
+def test_nccl_on_two_gpus(jobs):
+    rc, out, err = jobs.finish(jobs.start([*_one_node(2), str(DEMO), *FAST]))
     assert rc == 0, err
     assert _sums(out) == {0: _expected(2), 1: _expected(2)}
     found = {(int(r), d, b) for r, _, _, d, b in DEVICE_LINE.findall(out)}
@@ -319,8 +392,8 @@ def test_nccl_on_two_gpus():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_two_launches_on_one_gpu_use_gloo_instead_of_failing():
-    finished = _two_nodes(CUDA_VISIBLE_DEVICES="0")
+def test_two_launches_on_one_gpu_use_gloo_instead_of_failing(jobs):
+    finished = _two_nodes(jobs, CUDA_VISIBLE_DEVICES="0")
     for rc, _, err in finished:
         assert rc == 0, err
     lines = [line for _, out, _ in finished for line in DEVICE_LINE.findall(out)]
