@@ -399,3 +399,39 @@ def test_two_launches_on_one_gpu_use_gloo_instead_of_failing(jobs):
     lines = [line for _, out, _ in finished for line in DEVICE_LINE.findall(out)]
     assert sorted((d, b) for *_, d, b in lines) == [("cuda:0", "gloo")] * 2
     assert _sums(finished[0][1]) | _sums(finished[1][1]) == {0: _expected(2), 1: _expected(2)}
+
+
+LEAKY_TEST = """
+import os, subprocess, sys, tempfile
+
+def test_leaks():
+    tempfile.mkdtemp(prefix="torchelastic_", dir=os.environ["TMPDIR"])
+    # What a torchrun worker looks like: its agent sets TORCHELASTIC_RUN_ID.
+    worker = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)"],
+        env={**os.environ, "TORCHELASTIC_RUN_ID": "leak"},
+        start_new_session=True,
+    )
+    print("worker", worker.pid)
+"""
+
+
+def test_the_session_fails_on_a_leftover_torchelastic_folder_or_worker(tmp_path):
+    """conftest.py's check, in a pytest session of its own that leaks both."""
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_leaky.py").write_text(LEAKY_TEST)
+    inner = subprocess.run(
+        [sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=JOB_TIMEOUT,
+    )
+    assert inner.returncode == 1, inner.stdout
+    worker = int(re.search(r"worker (\d+)", inner.stdout).group(1))
+    assert re.search(r"LEAK: torchelastic folder left by the tests: torchelastic_\w+", inner.stdout)
+    assert f"LEAK: torchrun process of the tests still alive (now killed): pid {worker}" in (
+        inner.stdout
+    )
+    assert worker not in processes_where(lambda environ, command: True)
