@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 
 import torch
 
@@ -18,7 +19,6 @@ from . import __version__
 from .devices import ENV_VAR, _hardware_gpus
 from .report import device_info, device_report, helpers_use, software_versions
 
-# Package -> what it is needed for.
 _NOTEBOOK_PACKAGES = {
     "jupyterlab": "opening the notebooks",
     "jupytext": "pairing .py and .ipynb files",
@@ -63,7 +63,7 @@ def _check(args: argparse.Namespace) -> int:
 def _info(args: argparse.Namespace) -> int:
     ok, use = helpers_use()  # the table is printed whatever D2L_DEVICE says
     if args.json:
-        rows = [r.as_dict() for r in device_info()]
+        rows = [asdict(r) for r in device_info()]
         use = use if ok else f"[FAIL] {use}"
         print(json.dumps({"devices": rows, "helpers use": use, "software": software_versions()}))
     else:

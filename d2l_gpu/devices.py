@@ -18,7 +18,10 @@ import torch
 
 MIN_TORCH = (2, 6)  # torch.accelerator, which every helper asks
 if tuple(map(int, re.findall(r"\d+", torch.__version__)[:2])) < MIN_TORCH:
-    raise ImportError(f"d2l_gpu needs torch >= 2.6, but found torch {torch.__version__}")
+    # Named as this package's failure, `python -m d2l_gpu` says it in one line.
+    raise ImportError(
+        f"d2l_gpu needs torch >= 2.6, found torch {torch.__version__}", name=__package__
+    )
 
 ENV_VAR = "D2L_DEVICE"
 _CPU = torch.device("cpu")

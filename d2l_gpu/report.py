@@ -7,7 +7,7 @@ import platform
 import re
 import shutil
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
@@ -23,9 +23,6 @@ class DeviceInfo:
     name: str
     total_memory: int | None
     used_memory: int | None
-
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def _cpu_name() -> str:

@@ -88,7 +88,8 @@ def pytest_sessionfinish(session, exitstatus):
     if problems:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         for line in problems:
-            reporter.write_line(f"LEAK: {line}", red=True)
+            if reporter is not None:  # absent under -p no:terminal
+                reporter.write_line(f"LEAK: {line}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 

@@ -120,3 +120,13 @@ def test_check_into_a_closed_pipe_exits_quietly():
         os.close(write)
     assert result.stderr == ""
     assert result.returncode == 1
+
+
+def test_under_an_older_torch_the_command_says_so_in_one_line(tmp_path):
+    # sitecustomize runs before the command: torch reports an older version from then on.
+    (tmp_path / "sitecustomize.py").write_text("import torch\ntorch.__version__ = '2.5.1'\n")
+    result = run_cli("check", PYTHONPATH=str(tmp_path))
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "ImportError: d2l_gpu needs torch >= 2.6, found torch 2.5.1" in result.stderr

@@ -233,7 +233,7 @@ def test_an_older_torch_stops_the_import_with_one_clear_sentence():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 1
     assert out.stderr.splitlines()[-1] == (
-        "ImportError: d2l_gpu needs torch >= 2.6, but found torch 2.5.1+cu121"
+        "ImportError: d2l_gpu needs torch >= 2.6, found torch 2.5.1+cu121"
     )
 
 

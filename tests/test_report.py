@@ -1,5 +1,6 @@
 """The device report, on this machine and on a simulated two-GPU one."""
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -38,7 +39,7 @@ def test_report_on_simulated_two_gpu_machine_lists_each_card(monkeypatch):
     simulate_cuda_contexts(monkeypatch, in_use={0, 1}, free_total=(12 * 2**30, 16 * 2**30))
     rows = d2l_gpu.device_info()
     assert [r.device for r in rows] == ["cpu", "cuda:0", "cuda:1"]
-    assert rows[2].as_dict() == {
+    assert dataclasses.asdict(rows[2]) == {
         "device": "cuda:1",
         "name": "Simulated GPU #1",
         "total_memory": 16 * 2**30,
