@@ -111,7 +111,8 @@ def session_environment(base: dict[str, str], session: Path, token: str) -> dict
 
 
 def server_command(port: int, root: Path, options: list[str]) -> list[str]:
-    # The reader's options come first, so they cannot move the server off loopback.
+    # Should the reader's options also set one of these, Jupyter stops ("only accepts
+    # one value") rather than serve anywhere but here.
     command = [sys.executable, "-m", "jupyter", "lab", *options]
     command += [
         f"--ServerApp.ip={HOST}",

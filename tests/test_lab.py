@@ -94,6 +94,15 @@ def test_lab_options_may_not_set_a_token(tmp_path):
         lab.check_options(["--no-browser", "--IdentityProvider.token=abc"])
 
 
+@pytest.mark.parametrize("option", ["--ip=0.0.0.0", "--ServerApp.ip=0.0.0.0", "--port=1"])
+def test_lab_options_cannot_move_the_server(tmp_path, option):
+    from jupyterlab.labapp import LabApp
+
+    command = lab.server_command(8888, tmp_path, [option])
+    with pytest.raises(SystemExit):
+        LabApp().parse_command_line(command[4:])
+
+
 def test_the_session_keeps_every_folder_private_and_the_repository_s_config_first(tmp_path):
     base = {"HOME": "/home/reader", "JUPYTER_CONFIG_PATH": "/mine", "JUPYTER_TOKEN_FILE": "/t"}
     env = lab.session_environment(base, tmp_path, "secret")

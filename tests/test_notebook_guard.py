@@ -8,6 +8,7 @@ comparing `git status` before and after sees nothing.
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -137,6 +138,24 @@ def test_what_is_left_in_tmpdir_is_named_and_removed(repo):
     assert "  stray.txt" in result.stdout
     assert "  torchelastic_x1y2/" in result.stdout
     assert not Path(tmpdir).exists()
+
+
+def test_the_tmpdir_is_removed_after_ctrl_c(repo):
+    script = 'mkdir "$TMPDIR/torchelastic_x"; echo "$TMPDIR"; sleep 60'
+    guard = subprocess.Popen(
+        [sys.executable, str(GUARD), "notebooks", "--", "sh", "-c", script],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    tmpdir = Path(guard.stdout.readline().strip())
+    assert tmpdir.is_dir()
+    os.killpg(guard.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    rest = guard.stdout.read()
+    assert guard.wait(timeout=30) != 0
+    assert "  torchelastic_x/" in rest
+    assert not tmpdir.exists()
 
 
 @pytest.mark.parametrize(
