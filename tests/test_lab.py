@@ -103,6 +103,15 @@ def test_lab_options_cannot_move_the_server(tmp_path, option):
         LabApp().parse_command_line(command[4:])
 
 
+@pytest.mark.parametrize(("uid", "allowed"), [(0, True), (1000, False)])
+def test_allow_root_only_as_root(monkeypatch, tmp_path, uid, allowed):
+    monkeypatch.setattr(lab.os, "geteuid", lambda: uid)
+    command = lab.server_command(8888, tmp_path, [])
+    assert ("--allow-root" in command) is allowed
+    assert "--ServerApp.ip=127.0.0.1" in command
+    assert not [part for part in command if "token" in part.lower()]
+
+
 def test_the_session_keeps_every_folder_private_and_the_repository_s_config_first(tmp_path):
     base = {"HOME": "/home/reader", "JUPYTER_CONFIG_PATH": "/mine", "JUPYTER_TOKEN_FILE": "/t"}
     env = lab.session_environment(base, tmp_path, "secret")
