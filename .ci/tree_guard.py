@@ -12,7 +12,10 @@ file as "modified", whatever is written into them afterwards.
 
 The command runs with TMPDIR set to a fresh private folder; whatever it leaves there
 (torchrun's torchelastic_* folders, say) is named, and the folder is removed in any
-case. Exit status: the command's own when it fails, else 1 when something was named.
+case. torch's compile cache, which torch keeps in the temporary folder across runs on
+purpose (importing torch._dynamo creates it), gets a private folder of its own beside
+it, unless TORCHINDUCTOR_CACHE_DIR is set. Exit status: the command's own when it
+fails, else 1 when something was named.
 """
 
 from __future__ import annotations
@@ -80,9 +83,9 @@ def leftovers(folder: Path) -> list[str]:
     )
 
 
-def run(command: list[str], tmpdir: Path) -> int:
-    """Run `command` with TMPDIR=tmpdir; wait for it even through Ctrl-C, so the caller
-    still checks and cleans up afterwards."""
+def run(command: list[str], env: dict[str, str]) -> int:
+    """Run `command`; wait for it even through Ctrl-C, so the caller still checks and
+    cleans up afterwards."""
     child: subprocess.Popen | None = None
 
     def on_signal(signum: int, frame: object) -> None:
@@ -93,7 +96,7 @@ def run(command: list[str], tmpdir: Path) -> int:
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, on_signal)
-    child = subprocess.Popen(command, env={**os.environ, "TMPDIR": str(tmpdir)})
+    child = subprocess.Popen(command, env=env)
     code = child.wait()
     return 128 - code if code < 0 else code
 
@@ -107,12 +110,15 @@ def main(argv: list[str]) -> int:
         print(f"tree_guard.py: {folder} is not a folder\n{USAGE}", file=sys.stderr)
         return 2
     before = snapshot(folder)
-    tmpdir = Path(tempfile.mkdtemp(prefix="d2l-gpu-guard-"))  # mode 0700
+    private = Path(tempfile.mkdtemp(prefix="d2l-gpu-guard-"))  # mode 0700
+    tmpdir = private / "tmp"
     try:
-        code = run(command, tmpdir)
+        tmpdir.mkdir(mode=0o700)
+        env = {"TORCHINDUCTOR_CACHE_DIR": str(private / "torch-cache"), **os.environ}
+        code = run(command, {**env, "TMPDIR": str(tmpdir)})
         left = leftovers(tmpdir)
     finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        shutil.rmtree(private, ignore_errors=True)
     changed = differences(before, snapshot(folder))
     if changed:
         print(f"\nThe run wrote under {folder}/ (only temporary folders are allowed):")

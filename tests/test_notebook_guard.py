@@ -121,12 +121,22 @@ def test_the_command_s_own_failure_is_its_exit_status(repo):
 
 
 def test_the_command_gets_a_private_tmpdir_that_is_removed(repo):
-    result = _guard(repo, 'echo "$TMPDIR"; stat -c %a "$TMPDIR"')
+    result = _guard(repo, 'echo "$TMPDIR"; stat -c %a "$TMPDIR" "$TMPDIR/.."')
     assert result.returncode == 0, result.stdout + result.stderr
-    tmpdir, mode = result.stdout.split()
-    assert Path(tmpdir).parent == Path(tempfile.gettempdir())
-    assert mode == "700"
-    assert not Path(tmpdir).exists()
+    tmpdir, mode, parent_mode = result.stdout.split()
+    assert Path(tmpdir).parent.parent == Path(tempfile.gettempdir())
+    assert mode == parent_mode == "700"
+    assert not Path(tmpdir).parent.exists()
+
+
+def test_torch_s_compile_cache_is_kept_out_of_tmpdir_and_removed(repo):
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    script = 'mkdir -p "$TORCHINDUCTOR_CACHE_DIR/x"; echo "$TORCHINDUCTOR_CACHE_DIR"'
+    result = _guard(repo, script, env=env)
+    assert (result.returncode, result.stdout.count("\n")) == (0, 1), result.stdout
+    cache = Path(result.stdout.strip())
+    assert cache.parent.parent == Path(tempfile.gettempdir())
+    assert not cache.exists()
 
 
 def test_what_is_left_in_tmpdir_is_named_and_removed(repo):
