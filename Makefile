@@ -9,7 +9,8 @@ LAB_PORT ?= 8888
 # of notebooks/ and --no-browser).
 LAB_ROOT ?= notebooks
 LAB_OPTIONS ?=
-LAB_INDEX := /lab/tree/README.md
+# .ci/lab.py reads these two, and names them when their value is wrong.
+export LAB_PORT LAB_ROOT
 NOTEBOOK_SOURCES := $(wildcard notebooks/en/*.py notebooks/zh/*.py)
 # gpu-check needs only a Python with torch: the venv when there is one, else $(PYTHON).
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
@@ -17,9 +18,6 @@ GPU_REPORT ?= build/gpu-check
 GPU_WHEELS ?= build/gpu-wheels
 NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 \
          --nbval-sanitize-with tests/nbval-sanitize.cfg -p no:cacheprovider
-
-# Jupyter refuses to run as root, which is how containers usually run.
-ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root)
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test-browser test unit notebooks lint format sync execute bench \
@@ -37,16 +35,10 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP) ## create or refresh .venv with pinned, CPU-sized dependencies
 
-# JupyterLab reads jupyter-config/ before the reader's own settings (which it leaves
-# as they are) and starts lessons in this environment's Python kernel.
+# .ci/lab.py: the token travels in the environment, never on a command line; what
+# Jupyter writes for the session goes to a private temporary folder, removed at the end.
 lab: $(STAMP) ## open the lessons in JupyterLab on 127.0.0.1 with a fresh token, index first
-	@token="$$($(PY) -c 'import secrets; print(secrets.token_urlsafe(24))')"; \
-	echo "JupyterLab will open at http://127.0.0.1:$(LAB_PORT)$(LAB_INDEX)?token=$$token"; \
-	JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}" \
-	JUPYTER_PATH="$(abspath $(VENV))/share/jupyter$${JUPYTER_PATH:+:$$JUPYTER_PATH}" \
-	$(PY) -m jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) \
-	    --ServerApp.port_retries=0 --ServerApp.root_dir="$(LAB_ROOT)" $(ROOT_FLAG) \
-	    --LabApp.default_url=$(LAB_INDEX) --IdentityProvider.token="$$token" $(LAB_OPTIONS)
+	@$(PY) .ci/lab.py $(LAB_OPTIONS)
 
 # Drives JupyterLab in headless Chromium on a copy of notebooks/ (tests/browser/).
 test-browser: $(BROWSER_STAMP) ## open, run and save a lesson in JupyterLab in a real browser
@@ -61,15 +53,13 @@ test: unit notebooks ## unit tests, then every notebook through nbval
 unit: $(STAMP) ## unit tests only (gpu-marked ones skip without a GPU)
 	$(PY) -m pytest -q tests
 
-# Notebooks may write only to temporary folders: the tree must look the same after.
+# Notebooks may write only to temporary folders: .ci/tree_guard.py fails the run if any
+# file under notebooks/ is new, changed or gone, or if the run leaves anything in the
+# private TMPDIR it gets.
 notebooks: $(STAMP) ## re-execute every notebook and compare its stored outputs
 	@if ! ls notebooks/*/*.ipynb >/dev/null 2>&1; then \
 	    echo "notebooks/ holds no .ipynb yet: nothing for nbval to run"; exit 0; fi; \
-	before="$$(git status --porcelain --ignored notebooks)"; \
-	$(PY) -m pytest -q $(NBVAL) notebooks || exit $$?; \
-	after="$$(git status --porcelain --ignored notebooks)"; \
-	if [ "$$before" != "$$after" ]; then \
-	    echo "a notebook left files in the repository:"; echo "$$after"; exit 1; fi
+	$(PY) .ci/tree_guard.py notebooks -- $(PY) -m pytest -q $(NBVAL) notebooks
 
 lint: $(STAMP) ## ruff: lint and formatting
 	$(PY) -m ruff check .

@@ -1,9 +1,9 @@
-"""The JupyterLab that `make lab` serves: Jupyter reads this folder first through
-JUPYTER_CONFIG_PATH, so the reader's own Jupyter settings stay as they are.
+"""The JupyterLab that `make lab` serves (.ci/lab.py): Jupyter reads this folder
+through JUPYTER_CONFIG_PATH; the reader's own Jupyter folders play no part.
 
 Settings the reader sees (default viewers, no news pop-up, kernel start) are in
-labconfig/default_setting_overrides.json: defaults that the reader's own settings
-still override.
+labconfig/default_setting_overrides.json: defaults that settings the reader changes
+in this JupyterLab still override.
 """
 
 import os
@@ -14,8 +14,15 @@ from jupyter_server.services.contents.manager import ContentsManager
 from jupytext.config import parse_jupytext_configuration_file
 
 REPOSITORY = Path(__file__).resolve().parent.parent
+LAB_STATE = os.path.join(sys.prefix, "share", "jupyter", "lab")
 
 c = get_config()  # noqa: F821 (defined by Jupyter when it runs this file)
+
+# .ci/lab.py hands the token over in JUPYTER_TOKEN, never on a command line (where `ps`
+# shows it). Taken out of the environment here, it is not inherited by kernels and
+# terminals, whose code has no use for it.
+if token := os.environ.pop("JUPYTER_TOKEN", None):
+    c.IdentityProvider.token = token
 
 # Jupytext looks for jupytext.toml only inside the server's root (notebooks/), so the
 # repository's file is handed to it here: the same pairing and metadata filters as
@@ -31,8 +38,12 @@ c.ContentsManager.hide_globs = [
     "[0-9][0-9]-*.ipynb",
 ]
 
-# The layout of open tabs is remembered in this environment, apart from the reader's
-# other JupyterLab sessions (whose default workspace would otherwise reopen these files).
+# The layout of open tabs and the settings changed in JupyterLab are remembered in this
+# environment, apart from the reader's other JupyterLab sessions (whose default workspace
+# would otherwise reopen these files) and from the session's throwaway config folder.
 c.LabApp.workspaces_dir = os.environ.get(
-    "JUPYTERLAB_WORKSPACES_DIR", os.path.join(sys.prefix, "share", "jupyter", "lab", "workspaces")
+    "JUPYTERLAB_WORKSPACES_DIR", os.path.join(LAB_STATE, "workspaces")
+)
+c.LabApp.user_settings_dir = os.environ.get(
+    "JUPYTERLAB_SETTINGS_DIR", os.path.join(LAB_STATE, "user-settings")
 )

@@ -140,7 +140,11 @@ def lab(tmp_path: Path):
     home.mkdir()
     # The reader's own Jupyter folders and settings play no part in the test.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "XDG_"))}
-    env.update(HOME=str(home), JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"))
+    env.update(
+        HOME=str(home),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"),
+        JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
+    )
     log = tmp_path / "lab.log"
     command = [
         "make", "--no-print-directory", "-C", str(REPOSITORY), "lab",
@@ -164,3 +168,5 @@ def lab(tmp_path: Path):
         yield running
     finally:
         _stop(server, running)
+    # A reader's whole session, lesson run included, writes nothing into their home.
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*")) == []
