@@ -188,7 +188,8 @@ else:
 # list of losses that still point at their graphs is a classic culprit), or a
 # smaller number type. Calling `empty_cache()` does not help a process that is
 # itself short of memory: the cached memory was already its own to reuse.
-#
+
+# %% [markdown]
 # ## What this lesson showed
 #
 # - A tensor needs elements times bytes per element; a `meta` tensor computes

@@ -171,7 +171,7 @@ def verdict(first, second):
     apart = first.q1 > second.q3 or second.q1 > first.q3
     clear = "do not overlap: a clear difference" if apart else "overlap: no clear difference"
     return (
-        f"{first.label} / {second.label} = {first.median / second.median:.2f}; "
+        f"{first.label} / {second.label} = {first.median / second.median:.3g}; "
         f"their q1-q3 ranges {clear}"
     )
 
