@@ -126,7 +126,7 @@ else:
 # ## The measuring instrument, opened up
 #
 # One reading of a clock is noisy. The standard instrument is PyTorch's own
-# `torch.utils.benchmark.Timer`; this section uses `d2l_gpu.benchmark`, which
+# `torch.utils.benchmark.Timer`; this lesson uses `d2l_gpu.benchmark`, which
 # follows the same recipe and returns a median with its spread. Neither is a
 # black box. The cell below does the recipe by hand, step by step, and then asks
 # both instruments about the same call:
@@ -146,8 +146,6 @@ else:
 # must not touch that card, so we hand it the helpers' clock instead.
 
 # %% tags=["nbval-ignore-output"]
-import statistics
-
 from torch.utils import benchmark as torch_benchmark
 
 

@@ -178,7 +178,7 @@ else:
 # %% [markdown]
 # ## 本课小结
 #
-# - 一个张量需要的字节数是元素个数乘以每个元素的字节数；`meta` 张量不分配任何内存就能算出来。
+# - 一个张量需要的字节数是元素个数乘以每个元素的字节数；`meta` 张量不分配任何存储就能算出来。
 # - 在 CUDA GPU 上，PyTorch 的缓存分配器把释放的显存留着重复使用：
 #   `memory_allocated` 统计存活的张量，`memory_reserved` 统计它持有的显存，
 #   `max_memory_allocated` 记录峰值，而驱动给出的数字（`mem_get_info`、`nvidia-smi`）

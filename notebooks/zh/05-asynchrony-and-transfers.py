@@ -130,8 +130,6 @@ else:
 # 用 `D2L_DEVICE` 限定在 CPU 或 `cuda:1` 上的运行不能碰那块卡，所以我们改用 d2l_gpu 的时钟。
 
 # %% tags=["nbval-ignore-output"]
-import statistics
-
 from torch.utils import benchmark as torch_benchmark
 
 
@@ -218,8 +216,8 @@ print(verdict(results["copy 1 MiB to device"], results["x * 2 on device"]))
 print(verdict(results["copy 1 MiB to device"], results["x @ x on device"]))
 
 # %% [markdown]
-# 每次复制都落进事先分配好的内存，每个运算也都写进现成的输出（`out=`），
-# 这样时钟量到的是传输和运算本身，而不是内存分配器。逐元素的 `x * 2` 读写的内存
+# 每次复制都落进事先分配好的存储，每个运算也都写进现成的输出（`out=`），
+# 这样时钟量到的是传输和运算本身，而不是分配器。逐元素的 `x * 2` 读写的数据量
 # 与复制搬运的一样多，矩阵乘法则对每个元素做大约一千次运算。在 GPU 上，复制多半比这两者都慢。
 #
 # 接着，把同样的 1 MiB 拆成 256 块 4 KiB 逐块复制，再与整块复制一次相比：
