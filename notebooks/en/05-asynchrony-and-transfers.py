@@ -15,7 +15,8 @@
 # **What you need**
 #
 # - [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb), whose side notes this
-#   lesson measures. A GPU is optional: without one every cell runs on the CPU
+#   lesson measures; the previous lesson, [04 – GPU memory](04-gpu-memory.ipynb),
+#   is not needed. A GPU is optional: without one every cell runs on the CPU
 #   and the text says what a GPU shows.
 
 # %% tags=["nbval-ignore-output"]
