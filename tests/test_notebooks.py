@@ -340,3 +340,143 @@ def test_glossary_exists_and_names_each_checked_term():
     glossary = (NOTEBOOKS / "zh" / "README.md").read_text(encoding="utf-8")
     for term in ("笔记本电脑", "单元格", "核函数", "分发器", "中位数", "锁页内存"):
         assert term in glossary, f"notebooks/zh/README.md does not define {term}"
+
+
+# One lesson, one sitting (issue 15): a size limit, an opening that says what the
+# reader will learn and need, and a closing section that says what it showed.
+
+MAX_CELLS = 36
+MAX_PROSE_WORDS = 1600
+OPENING = {
+    "en": ("**What you will learn**", "**What you need**"),
+    "zh": ("**你将学到**", "**你需要**"),
+}
+CLOSING = {"en": "## What this lesson showed", "zh": "## 本课小结"}
+NEXT = {"en": "Next:", "zh": "下一篇："}
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+# Han characters, CJK and full-width punctuation: what separates words in Chinese.
+_CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+
+
+def _prose_words(text: str) -> float:
+    """Words of prose: whitespace-separated words, plus half a word per Han character.
+
+    Two Han characters carry about one English word (the en and zh twins of
+    each lesson come out within about 15 % of each other this way). Link targets
+    are not prose and are left out; the link text counts.
+    """
+    text = re.sub(r"\]\([^)]*\)", "]", text)
+    return len(_HAN.findall(text)) / 2 + len(_CJK.sub(" ", text).split())
+
+
+def _markdown(path: Path) -> list[str]:
+    return [c.source for c in _read_source(path).cells if c.cell_type == "markdown"]
+
+
+@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
+def test_lesson_fits_one_sitting(path):
+    cells = _read_source(path).cells
+    words = _prose_words("\n".join(_markdown(path)))
+    assert len(cells) <= MAX_CELLS, f"{_rel(path)}: {len(cells)} cells, at most {MAX_CELLS}"
+    assert words <= MAX_PROSE_WORDS, (
+        f"{_rel(path)}: {words:.0f} words of prose, at most {MAX_PROSE_WORDS} "
+        "(Chinese: two Han characters count as one word)"
+    )
+
+
+@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
+def test_lesson_opens_with_what_you_learn_and_need(path):
+    first = _read_source(path).cells[0].source
+    missing = [line for line in OPENING[path.parent.name] if line not in first.splitlines()]
+    assert not missing, f"{_rel(path)}: the title cell lacks {', '.join(missing)}"
+
+
+@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
+def test_lesson_ends_with_what_it_showed(path):
+    last = _read_source(path).cells[-1]
+    heading = CLOSING[path.parent.name]
+    assert last.cell_type == "markdown" and last.source.startswith(heading + "\n"), (
+        f"{_rel(path)}: the last cell must be markdown starting with {heading!r}"
+    )
+
+
+@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
+def test_next_link_points_at_the_following_lesson(path):
+    """A "Next:" link at the end leads to the lesson numbered one higher."""
+    last = _markdown(path)[-1]
+    after = last.split(NEXT[path.parent.name], 1)
+    if len(after) == 1:
+        return
+    target = re.match(r"\s*\[[^\]]+\]\((\d\d)-[a-z0-9-]+\.ipynb\)", after[1])
+    assert target, f"{_rel(path)}: {NEXT[path.parent.name]} is not followed by a lesson link"
+    assert int(target[1]) == int(path.name[:2]) + 1, (
+        f"{_rel(path)}: {NEXT[path.parent.name]} leads to {target[1]}, "
+        f"not to {int(path.name[:2]) + 1:02d}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("Two words", 2),
+        ("复制很慢", 2),
+        ("用 `.to()` 复制，再相加。", 4),
+        ("[03 – Tensors](03-tensors-and-gpus.ipynb) next", 4),
+    ],
+)
+def test_prose_words_counts_english_words_and_half_han_characters(text, words):
+    assert _prose_words(text) == words
+
+
+# Under D2L_DEVICE=cpu a lesson touches no CUDA API, even on a machine with a CUDA
+# GPU (issue 14 §4). Simulated: torch is made to report one CUDA GPU, and every
+# CUDA call a lesson could make from Python fails loudly. The lessons listed
+# here satisfy the rule; a lesson joins the list once it does.
+CPU_ONLY_CHECKED = ["03-tensors-and-gpus", "04-gpu-memory", "05-asynchrony-and-transfers"]
+_CUDA_FORBIDDEN = """
+import os, runpy, sys
+import torch
+
+def forbidden(name):
+    def call(*args, **kwargs):
+        raise AssertionError(f"D2L_DEVICE=cpu, yet the lesson called {name}")
+    return call
+
+torch.accelerator.is_available = lambda: True
+torch.accelerator.current_accelerator = lambda *args, **kwargs: torch.device("cuda")
+torch.accelerator.device_count = lambda: 1
+torch.accelerator.synchronize = forbidden("torch.accelerator.synchronize")
+torch.cuda.is_available = lambda: True
+torch.cuda.device_count = lambda: 1
+for name in (
+    "synchronize", "memory_allocated", "memory_reserved", "max_memory_allocated",
+    "mem_get_info", "reset_peak_memory_stats", "empty_cache", "get_device_properties",
+    "current_stream", "Event", "set_device", "init", "memory_stats", "stream",
+):
+    setattr(torch.cuda, name, forbidden(f"torch.cuda.{name}"))
+torch.Tensor.pin_memory = forbidden("Tensor.pin_memory")
+torch.Tensor.is_pinned = forbidden("Tensor.is_pinned")
+runpy.run_path(sys.argv[1], run_name="__main__")
+assert not torch.cuda.is_initialized(), "CUDA was initialised"
+print("no CUDA API called")
+"""
+
+
+@pytest.mark.parametrize("name", CPU_ONLY_CHECKED)
+def test_lesson_calls_no_cuda_api_under_d2l_device_cpu(name):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "D2L_DEVICE": "cpu", "MPLBACKEND": "Agg"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _CUDA_FORBIDDEN, f"{name}.py"],
+        cwd=NOTEBOOKS / "en",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, f"{name} under D2L_DEVICE=cpu:\n{proc.stderr[-2000:]}"
+    assert proc.stdout.rstrip().endswith("no CUDA API called")
+    assert "The helpers chose cpu" in proc.stdout or name == "03-tensors-and-gpus"

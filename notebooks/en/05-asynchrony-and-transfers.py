@@ -1,0 +1,398 @@
+# %% [markdown]
+# # Asynchrony and transfers: timing a GPU, and what moving data costs
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/05-asynchrony-and-transfers.ipynb)
+#
+# **What you will learn**
+#
+# - that a GPU runs behind Python's back, and how to time it: a synchronized
+#   clock, CUDA events, the standard `torch.utils.benchmark` and
+#   `d2l_gpu.benchmark`, opened up step by step;
+# - what moving data costs, measured;
+# - pinned memory and `non_blocking`: what they speed up, the race they open,
+#   and pinned batches from a `DataLoader`.
+#
+# **What you need**
+#
+# - [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb), whose side notes this
+#   lesson measures; the previous lesson, [04 – GPU memory](04-gpu-memory.ipynb),
+#   is not needed. A GPU is optional: without one every cell runs on the CPU
+#   and the text says what a GPU shows.
+
+# %% tags=["nbval-ignore-output"]
+import sys
+
+if "google.colab" in sys.modules:  # Colab: add d2l_gpu and keep Colab's own torch
+    get_ipython().run_line_magic(
+        "pip", "install --quiet --no-deps git+https://github.com/d2l-gpu/d2l-gpu"
+    )
+
+import torch
+
+import d2l_gpu
+
+torch.manual_seed(0)
+print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
+print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+if d2l_gpu.num_gpus() == 0:
+    print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
+
+# %% [markdown]
+# ## A GPU works behind Python's back
+#
+# When Python calls `torch.matmul` on a GPU tensor, PyTorch checks the arguments,
+# puts a *kernel* (a program for the GPU) into the GPU's queue, and returns at
+# once, long before the GPU has finished. Python runs ahead while the GPU works
+# through the queue, like ordering coffee by phone and picking it up later. The
+# result tensor exists straight away; its values arrive when the GPU gets there.
+#
+# That makes a naive clock wrong: it measures how long it took to *queue* the
+# work. The cell below queues ten matrix products and reads the clock twice:
+# once right after the loop, and once after `d2l_gpu.synchronize(device)` (on
+# CUDA, `torch.cuda.synchronize()`), which waits until the queue is empty. On
+# the CPU the arithmetic happens inside each call, so both readings agree; on a
+# GPU the first one is far smaller than the second.
+#
+# One rule for every clock in this lesson: PyTorch computes on one CPU thread
+# (the cell sets it), so that on a small shared machine a timing does not depend
+# on how soon other threads wake up. A GPU's own work is not affected. Three calls
+# before the clock starts warm up what a first call pays for: loading the GPU's
+# code and setting up buffers.
+
+# %% tags=["nbval-ignore-output", "key-result"]
+import time
+
+torch.set_num_threads(1)  # the one timing policy of this lesson
+device = d2l_gpu.try_gpu()
+n = 256 if device.type == "cpu" else 4096  # big enough to keep a GPU busy for a while
+a = torch.randn(n, n, device=device)
+c = torch.empty_like(a)
+for _ in range(3):  # warm-up
+    torch.matmul(a, a, out=c)
+d2l_gpu.synchronize(device)
+
+start = time.perf_counter()
+for _ in range(10):
+    torch.matmul(a, a, out=c)
+queued = time.perf_counter() - start  # Python is done: the work is queued
+d2l_gpu.synchronize(device)
+finished = time.perf_counter() - start  # the device is done too
+print(f"10 products of {n}x{n} matrices on {device}:")
+print(f"  clock read when the loop returned: {queued * 1e3:8.2f} ms")
+print(f"  clock read after synchronizing:    {finished * 1e3:8.2f} ms")
+if finished > 2 * queued:
+    verdict = "the loop returned long before the device finished: the work was queued"
+else:
+    verdict = "the work was done inside each call: nothing was left in a queue"
+print(f"  the second reading is {finished / queued:.1f}x the first: {verdict}")
+
+# %% [markdown]
+# A CUDA GPU can also time itself. A `torch.cuda.Event` is a marker put into the
+# queue; once the GPU has passed two of them, `elapsed_time` gives the time
+# between them in milliseconds, measured on the GPU's clock, so Python's own
+# overhead is left out. The cell compares that with a synchronized host clock
+# around the same work; on a GPU the two should nearly agree.
+
+# %% tags=["nbval-ignore-output"]
+if device.type == "cuda":
+    begin = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    # Plain record() marks the current GPU's queue; name the queue the products
+    # go to, which differs when D2L_DEVICE picks a GPU other than cuda:0.
+    queue = torch.cuda.current_stream(device)
+    d2l_gpu.synchronize(device)
+    start = time.perf_counter()
+    begin.record(queue)
+    for _ in range(10):
+        torch.matmul(a, a, out=c)
+    end.record(queue)
+    end.synchronize()  # wait until the GPU has passed the second marker
+    host_ms = (time.perf_counter() - start) * 1e3
+    gpu_ms = begin.elapsed_time(end)
+    print(f"CUDA events:           10 products took {gpu_ms:.2f} ms on the GPU's clock")
+    print(f"synchronized host clock around the same work: {host_ms:.2f} ms")
+    print(f"events / host clock = {gpu_ms / host_ms:.3f}")
+else:
+    print(f"CUDA events need a CUDA GPU; on {device} the synchronized clock above is the answer.")
+
+# %% [markdown]
+# The same queue explains a puzzling kind of error. When a kernel fails, say an
+# index out of range inside the GPU, Python has usually moved on, and the error
+# surfaces at a later line that waits for the GPU (a `print`, an `.item()`),
+# far from its cause. Setting the environment variable `CUDA_LAUNCH_BLOCKING=1`
+# before Python starts makes every launch wait for its kernel, so the error
+# points at the line that caused it. It slows everything down: use it to find a
+# bug, not to train.
+#
+# ## The measuring instrument, opened up
+#
+# One reading of a clock is noisy. The standard instrument is PyTorch's own
+# `torch.utils.benchmark.Timer`; this lesson uses `d2l_gpu.benchmark`, which
+# follows the same recipe and returns a median with its spread. Neither is a
+# black box. The cell below does the recipe by hand, step by step, and then asks
+# both instruments about the same call:
+#
+# 1. warm up with a few calls;
+# 2. pick how many calls make one *block*, so that reading the clock, and waiting
+#    for the GPU before each reading, costs little next to the block
+#    (by hand: double until a block lasts 1 ms; `d2l_gpu.benchmark` aims at 1 %
+#    overhead, `Timer` at 0.01 %, growing the block tenfold at a time);
+# 3. time blocks until about 0.5 s has been spent, each reading the clock only
+#    after waiting for the device;
+# 4. report the median time per call and the interquartile range (IQR), the
+#    spread of the middle half of the blocks.
+#
+# `Timer`'s default clock waits for the *current* accelerator, `cuda:0` unless
+# told otherwise; a run restricted with `D2L_DEVICE` to the CPU or to `cuda:1`
+# must not touch that card, so we hand it the helpers' clock instead.
+
+# %% tags=["nbval-ignore-output"]
+from torch.utils import benchmark as torch_benchmark
+
+
+def work():
+    torch.matmul(a, a, out=c)
+
+
+def clock():
+    d2l_gpu.synchronize(device)  # wait for the chosen device; nothing to wait for on a CPU
+    return time.perf_counter()
+
+
+def block(number):
+    start = clock()
+    for _ in range(number):
+        work()
+    return clock() - start
+
+
+for _ in range(3):  # 1. warm up
+    work()
+number = 1  # 2. calls per block
+while block(number) < 1e-3:
+    number *= 2
+times = []  # 3. blocks, about 0.5 s in all
+while sum(times) * number < 0.5:
+    times.append(block(number) / number)
+by_hand = d2l_gpu.Measurement.from_times(times, number, label="by hand")  # 4. median, IQR
+helpers = d2l_gpu.benchmark(work, device=device, min_run_time=0.5, label="d2l_gpu.benchmark")
+timer = torch_benchmark.Timer("work()", globals={"work": work}, timer=clock)
+timed = timer.blocked_autorange(min_run_time=0.5)
+standard = d2l_gpu.Measurement.from_times(timed.times, timed.number_per_run, label="Timer")
+
+
+def verdict(first, second):
+    """The ratio of two medians, and whether the gap stands out from the spread."""
+    apart = first.q1 > second.q3 or second.q1 > first.q3
+    clear = "do not overlap: a clear difference" if apart else "overlap: no clear difference"
+    return (
+        f"{first.label} / {second.label} = {first.median / second.median:.3g}; "
+        f"their q1-q3 ranges {clear}"
+    )
+
+
+for measurement in (by_hand, helpers, standard):
+    print(measurement)
+print(verdict(helpers, standard))
+print(verdict(by_hand, standard))
+
+# %% [markdown]
+# `verdict` is the rule every comparison below follows: a gap counts only when
+# the middle halves (q1 to q3) of the two measurements do not overlap. When
+# they overlap, the instruments agree and the differences are noise. `Timer`
+# offers more (`adaptive_autorange()`, `Compare` for tables);
+# `d2l_gpu.benchmark` takes a plain function and waits only for the devices the
+# helpers chose.
+#
+# ## Side notes, measured
+#
+# [03](03-tensors-and-gpus.ipynb) named three costs of moving data: a transfer
+# is slow next to the arithmetic it feeds, every transfer has a fixed cost, and
+# reading a result back makes the CPU wait. The cells below measure each with
+# `d2l_gpu.benchmark` and print the verdict. **What the numbers mean here:** this notebook's stored outputs come
+# from a CPU-only machine, where a "transfer" is a copy within main memory. The
+# fixed cost per call and the cost of `.item()` still show, but a copy is not
+# slow next to computing. On a GPU the same cells compare the bus against the
+# GPU, and the copy usually costs more than the computation it feeds.
+
+# %% tags=["nbval-ignore-output", "key-result"]
+results = {}
+
+
+def measure(label, fn):
+    """Time fn on the chosen device, print the result and keep it for the plot."""
+    results[label] = d2l_gpu.benchmark(fn, device=device, min_run_time=0.1, label=label)
+    print(results[label])
+
+
+host = torch.randn(512, 512)
+on_device = host.to(device)
+landing = torch.empty_like(on_device)  # where each copy lands, allocated once
+out = torch.empty_like(on_device)
+print(f"copying 1 MiB from the host to {device}, against work done with it on {device}:")
+measure("copy 1 MiB to device", lambda: landing.copy_(host))
+measure("x * 2 on device", lambda: torch.mul(on_device, 2, out=out))
+measure("x @ x on device", lambda: torch.matmul(on_device, on_device, out=out))
+print(verdict(results["copy 1 MiB to device"], results["x * 2 on device"]))
+print(verdict(results["copy 1 MiB to device"], results["x @ x on device"]))
+
+# %% [markdown]
+# Each copy lands in memory allocated once beforehand, and each computation writes
+# into a ready output (`out=`), so the clock sees the transfer and the arithmetic
+# rather than the memory allocator. The elementwise `x * 2` reads and writes as
+# much memory as the copy moves, while the matrix product does about a thousand
+# operations per element. On a GPU, expect the copy to take longer than both.
+#
+# Next, the same MiB as 256 pieces of 4 KiB, copied one by one, against one
+# copy of the whole:
+
+# %% tags=["nbval-ignore-output"]
+pieces = [torch.randn(1024) for _ in range(256)]
+whole = torch.cat(pieces)
+landings = [torch.empty(1024, device=device) for _ in pieces]
+whole_landing = torch.empty(whole.shape, device=device)
+measure("256 copies of 4 KiB", lambda: [d.copy_(p) for d, p in zip(landings, pieces, strict=True)])
+measure("1 copy of 1 MiB", lambda: whole_landing.copy_(whole))
+print(verdict(results["256 copies of 4 KiB"], results["1 copy of 1 MiB"]))
+
+# %% [markdown]
+# Reading values back one at a time is the same mistake in the other direction.
+# A training loop that calls `loss.item()` at every step makes the CPU wait for
+# the GPU each time. Here are 256 values read with `.item()` one by one, against
+# one `.tolist()` that brings them all back at once:
+
+# %% tags=["nbval-ignore-output"]
+values = torch.rand(256, device=device)
+measure("256 x .item()", lambda: [v.item() for v in values])
+measure("1 x .tolist()", lambda: values.tolist())
+print(verdict(results["256 x .item()"], results["1 x .tolist()"]))
+
+# %% [markdown]
+# On the CPU the loop pays for creating a tensor per element and for a trip
+# through PyTorch's dispatcher, the layer that picks the right implementation
+# for each call. On a GPU each `.item()` adds a wait for the GPU and a tiny copy
+# over the bus, so the gap grows.
+#
+# The plot puts all seven medians side by side on a log scale, each a dot with a
+# bar from the first to the third quartile.
+
+# %% tags=["nbval-ignore-output"]
+import matplotlib.pyplot as plt
+
+labels = list(results)
+medians = [results[k].median * 1e6 for k in labels]
+spread = [
+    [(results[k].median - results[k].q1) * 1e6 for k in labels],
+    [(results[k].q3 - results[k].median) * 1e6 for k in labels],
+]
+fig, ax = plt.subplots(figsize=(6, 2.6))
+ax.errorbar(medians, labels, xerr=spread, fmt="o", color="tab:blue", capsize=3)
+ax.set_xscale("log")
+ax.set_xlabel(f"microseconds per call on {device} (median, q1 to q3)")
+ax.invert_yaxis()
+ax.grid(axis="x", which="both", alpha=0.3)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## A step beyond the book: pinned memory and `non_blocking`
+#
+# A copy from the host to a CUDA GPU is done by the GPU's copy engine, which can
+# only read page-locked ("pinned") memory. From ordinary memory, the data first
+# goes through a pinned staging buffer, and the CPU waits for the copy; asking
+# for `non_blocking=True` there gains nothing. From memory pinned in advance
+# (`tensor.pin_memory()`, or `pin_memory=True` in a `DataLoader`), the copy can
+# use the bus directly, and with `non_blocking=True` it is only queued, so Python
+# carries on while the data moves. A later operation on the GPU waits for it
+# automatically; a clock must be synchronized first, which `d2l_gpu.benchmark`
+# does. Pinning serves copies to a CUDA GPU, so the cell pins only when the
+# helpers chose one; elsewhere it calls no CUDA API and says so.
+
+# %% tags=["nbval-ignore-output", "key-result"]
+GiB = 2**30
+batch = torch.randn(2048, 1024)  # 8 MiB
+if device.type == "cuda":
+    pinned = batch.pin_memory()
+    landing = torch.empty(batch.shape, device=device)
+    print(f"copying 8 MiB to {device}:")
+    measure("from ordinary memory", lambda: landing.copy_(batch))
+    measure("from pinned memory", lambda: landing.copy_(pinned, non_blocking=True))
+    for label in ("from ordinary memory", "from pinned memory"):
+        print(f"{label}: {batch.nbytes / results[label].median / GiB:.1f} GiB/s")
+    print(verdict(results["from ordinary memory"], results["from pinned memory"]))
+else:
+    print(f"The helpers chose {device}, not a CUDA GPU: nothing pinned, no CUDA API called.")
+
+# %% [markdown]
+# On a CUDA GPU the pinned copy is typically faster, and its real benefit is
+# that the CPU can prepare the next batch while the current one is on its way.
+#
+# The other direction hides a trap. A copy from the GPU into pinned host memory
+# with `non_blocking=True` is also only queued, but now the *CPU* reads the
+# result, and nothing makes the CPU wait for it. Reading the host tensor before
+# synchronizing may see memory the copy has not filled yet. (The same holds for
+# `.to("cpu", non_blocking=True)`, which allocates the pinned result for you.)
+# Below, a matrix product of ones, where every element equals `n`, is queued and
+# then copied back without blocking; the first element is read once too early and
+# once after synchronizing. On the CPU both reads are right, because nothing is
+# queued; on a CUDA GPU the early read typically shows `0.0` or a stale value.
+
+# %% tags=["nbval-ignore-output"]
+ones = torch.ones(n, n, device=device)
+product = ones @ ones  # every element equals n; on a GPU this is only queued
+result = torch.empty(product.shape, pin_memory=device.type == "cuda")
+result.copy_(product, non_blocking=True)  # on a GPU: queued behind the product
+too_early = result[0, 0].item()  # result is a CPU tensor: this does not wait
+d2l_gpu.synchronize(device)
+print(f"read before synchronizing: {too_early} (expected {float(n)})")
+print(f"read after synchronizing:  {result[0, 0].item()}")
+print("the early read was", "right" if too_early == n else "wrong: the copy had not landed yet")
+
+# %% [markdown]
+# A `DataLoader` with `pin_memory=True` hands out batches already in pinned
+# memory, ready for `non_blocking=True` copies. Here is a short loop over a small
+# data set, asking for pinned batches only when the helpers chose a CUDA GPU,
+# and checking every batch. `num_workers=0` loads the batches in this process,
+# which keeps the example simple; real training uses worker processes too.
+
+# %% tags=["nbval-ignore-output"]
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(512, 32), torch.randn(512, 1))
+pin = device.type == "cuda"  # pinning serves copies to a CUDA GPU only
+loader = DataLoader(data, batch_size=64, pin_memory=pin, num_workers=0)
+weights = torch.zeros(32, 1, device=device)
+total = torch.zeros((), device=device)
+pinned_batches = 0
+for features, targets in loader:
+    if pin:
+        pinned_batches += features.is_pinned() and targets.is_pinned()
+    features = features.to(device, non_blocking=True)
+    targets = targets.to(device, non_blocking=True)
+    total += ((features @ weights - targets) ** 2).mean()  # queued, not waited for
+if pin:
+    print(f"{len(loader)} batches, {pinned_batches} of them pinned")
+else:
+    print(f"{len(loader)} batches in ordinary memory: the helpers chose {device}, not a CUDA GPU")
+print(f"mean loss of the zero model: {total.item() / len(loader):.2f}")  # one wait, at the end
+
+# %% [markdown]
+# ## What this lesson showed
+#
+# - A GPU works through a queue while Python runs ahead: a clock must wait for
+#   the device (`d2l_gpu.synchronize`) before it is read, and CUDA events time
+#   the work on the GPU's own clock. `CUDA_LAUNCH_BLOCKING=1` makes errors
+#   point at their line.
+# - A careful measurement warms up, times blocks of calls with a synchronized
+#   clock, and reports a median with its spread; `torch.utils.benchmark.Timer`
+#   and `d2l_gpu.benchmark` both do. A gap counts when the q1-q3 ranges of the
+#   two measurements do not overlap.
+# - The side notes, measured: a copy against computation, many small copies
+#   against one, `.item()` in a loop against one transfer, each with its verdict.
+# - Pinned memory lets a copy to a CUDA GPU run while the CPU goes on; a
+#   non-blocking copy back to the host must be synchronized before it is read;
+#   a `DataLoader` can hand out pinned batches.
+#
+# Next: [06 – Neural networks and GPUs](06-neural-networks-and-gpus.ipynb) puts a
+# whole model on a device.
