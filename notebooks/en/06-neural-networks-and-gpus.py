@@ -220,8 +220,9 @@ print("every weight is a finite number:", all(p.isfinite().all().item() for p in
 # operation, and on a CUDA GPU also each kernel the GPU ran. The step below is
 # what the rest of the book does: copy a minibatch from the host, forward,
 # backward, update, and read the loss with `.item()`. The cell traces three
-# steps after one warm-up and prints the ten rows with the most time of their
-# own (without that of operations they call), on the CPU and on the GPU.
+# steps after one warm-up and prints the eight rows with the most time of
+# their own (without that of the operations they call), on the CPU and on the
+# GPU, then every row that copies or waits, wherever it ranks.
 
 # %% tags=["nbval-ignore-output"]
 from torch.profiler import ProfilerActivity, profile
@@ -252,28 +253,37 @@ events = sorted(
     key=lambda event: event.self_cpu_time_total + event.self_device_time_total,
     reverse=True,
 )
+
+
+def show(rows):
+    for event in rows:
+        on_gpu = f"{event.self_device_time_total:13.0f}" if on_cuda else f"{'-':>13}"
+        print(f"{event.key[:43]:<44}{event.count:>6}{event.self_cpu_time_total:13.0f}{on_gpu}")
+
+
 print(f"{'operation or kernel':<44}{'calls':>6}{'self CPU us':>13}{'self GPU us':>13}")
-for event in events[:10]:
-    on_gpu = f"{event.self_device_time_total:13.0f}" if on_cuda else f"{'-':>13}"
-    print(f"{event.key[:43]:<44}{event.count:>6}{event.self_cpu_time_total:13.0f}{on_gpu}")
+show(events[:8])
+print("copies and waits, wherever they rank:")
+show([e for e in events if any(word in e.key for word in ("copy", "Memcpy", "Sync", "item", "scalar"))])
 
 # %% [markdown]
 # Read the table as a list of suspects. On a CPU, as stored here, the top rows
 # are the matrix products (`aten::addmm` forward, `aten::mm` backward) and the
-# element-wise work of ReLU and the loss. An `aten::copy_` row may show up too,
-# but it is a copy within main memory (on the CPU, `addmm` first copies the
-# bias into its output); no row is a copy between devices or a wait, because
-# there is only one device.
+# element-wise work of ReLU and the loss. The copies are all within main
+# memory: `aten::copy_` is mostly `addmm` copying the bias into its output,
+# and `aten::item` with `aten::_local_scalar_dense` reads the loss. Nothing
+# crosses to another device and nothing waits: there is only one device.
 #
 # On a CUDA GPU we would expect two kinds of rows. Operator rows (`aten::...`)
 # keep a self CPU time, now the cost of *launching* work, and kernel rows (a
 # matrix-product kernel with `gemm` in its name, element-wise kernels) carry
-# the self GPU time. The copies show as `Memcpy HtoD` rows, two per step, and
-# `.item()` as a `Memcpy DtoH`; the wait shows as a CUDA runtime call, such as
-# `cudaStreamSynchronize` or `cudaMemcpyAsync`, whose self CPU time is mostly
-# the CPU standing still until the GPU has finished the step. For a timeline
-# instead of a table, `trace.export_chrome_trace(path)` writes a file that
-# Perfetto or `chrome://tracing` shows.
+# the self GPU time. Among the copies, `Memcpy HtoD` is the two input copies
+# of each step and `Memcpy DtoH` the loss that `.item()` reads back. The wait
+# shows as a CUDA runtime call, `cudaStreamSynchronize` or `cudaMemcpyAsync`,
+# whose self CPU time is mostly the CPU standing still until the GPU has
+# finished the step. For a timeline instead of a table,
+# `trace.export_chrome_trace(path)` writes a file that Perfetto or
+# `chrome://tracing` shows.
 #
 # ## What this lesson showed
 #

@@ -204,7 +204,8 @@ print("every weight is a finite number:", all(p.isfinite().all().item() for p in
 #
 # `torch.profiler` 会记下几步训练逐个运算执行了什么；在 CUDA GPU 上，还会记下 GPU 运行的每个核函数。
 # 下面这一步正是本书其余部分的做法：从主机复制一个小批量，前向、反向、更新参数，再用 `.item()` 读出损失。
-# 单元格在一次预热之后跟踪三步，打印自身耗时（不算它调用的其他运算）最多的十行，CPU 和 GPU 上的时间分列两栏。
+# 单元格在一次预热之后跟踪三步，先打印自身耗时（不算它调用的其他运算）最多的八行，CPU 和 GPU 上的时间分列两栏，
+# 再列出所有做复制或等待的行，不管它们排在第几。
 
 # %% tags=["nbval-ignore-output"]
 from torch.profiler import ProfilerActivity, profile
@@ -235,22 +236,32 @@ events = sorted(
     key=lambda event: event.self_cpu_time_total + event.self_device_time_total,
     reverse=True,
 )
+
+
+def show(rows):
+    for event in rows:
+        on_gpu = f"{event.self_device_time_total:13.0f}" if on_cuda else f"{'-':>13}"
+        print(f"{event.key[:43]:<44}{event.count:>6}{event.self_cpu_time_total:13.0f}{on_gpu}")
+
+
 print(f"{'operation or kernel':<44}{'calls':>6}{'self CPU us':>13}{'self GPU us':>13}")
-for event in events[:10]:
-    on_gpu = f"{event.self_device_time_total:13.0f}" if on_cuda else f"{'-':>13}"
-    print(f"{event.key[:43]:<44}{event.count:>6}{event.self_cpu_time_total:13.0f}{on_gpu}")
+show(events[:8])
+print("copies and waits, wherever they rank:")
+show([e for e in events if any(word in e.key for word in ("copy", "Memcpy", "Sync", "item", "scalar"))])
 
 # %% [markdown]
 # 把这张表当作一份嫌疑名单来读。在 CPU 上（保存的输出正是如此），排在前面的是矩阵乘法
 # （前向的 `aten::addmm`、反向的 `aten::mm`）以及 ReLU 和损失函数的逐元素运算。
-# 表中也可能出现 `aten::copy_` 行，但那是内存之内的复制（在 CPU 上，`addmm` 先把偏置复制到输出里）；
-# 没有哪一行是设备之间的复制或等待，因为只有一个设备。
+# 这里的复制都发生在内存之内：`aten::copy_` 主要是 `addmm` 把偏置复制到输出里，
+# `aten::item` 和 `aten::_local_scalar_dense` 则是在读出损失。没有任何数据去往别的设备，
+# 也没有任何等待，因为只有一个设备。
 #
 # 在 CUDA GPU 上，预计会看到两类行。运算行（`aten::...`）仍有自身 CPU 时间，
 # 这时它是*启动*工作的开销；核函数行（名字里带 `gemm` 的矩阵乘法核函数、逐元素核函数）
-# 则带有自身 GPU 时间。复制表现为 `Memcpy HtoD` 行，每步两次，`.item()` 表现为一次 `Memcpy DtoH`；
-# 等待则表现为一次 CUDA 运行时调用，比如 `cudaStreamSynchronize` 或 `cudaMemcpyAsync`，
-# 它的自身 CPU 时间大多是 CPU 停在那里、等 GPU 做完这一步。想看时间线而不是表格，
+# 则带有自身 GPU 时间。复制当中，`Memcpy HtoD` 是每一步的两次输入复制，
+# `Memcpy DtoH` 是 `.item()` 读回的损失。等待则表现为一次 CUDA 运行时调用，
+# `cudaStreamSynchronize` 或 `cudaMemcpyAsync`，它的自身 CPU 时间大多是 CPU 停在那里、
+# 等 GPU 做完这一步。想看时间线而不是表格，
 # 可以用 `trace.export_chrome_trace(path)` 写出一个文件，交给 Perfetto 或 `chrome://tracing` 查看。
 #
 # ## 本课小结
