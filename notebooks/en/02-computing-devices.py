@@ -283,8 +283,8 @@ finally:
 # - `cpu` names the host, `cuda:0`, `cuda:1`, ... each GPU with its memory, and
 #   plain `cuda` the current GPU, which `torch.cuda.device(i)` changes for a
 #   block of code.
-# - The count of GPUs is what this process may see; `CUDA_VISIBLE_DEVICES`
-#   hides and renumbers cards before CUDA starts.
+# - The count of GPUs is what this process may see; `CUDA_VISIBLE_DEVICES`,
+#   set before CUDA starts, hides cards and numbers the rest from 0.
 # - Plain PyTorch picks an accelerator with `torch.accelerator`; `try_gpu` and
 #   `try_all_gpus` add an index, fall back to the CPU, and honour `D2L_DEVICE`.
 #

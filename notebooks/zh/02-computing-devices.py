@@ -267,7 +267,7 @@ finally:
 #
 # - `cpu` 指主机，`cuda:0`、`cuda:1`……各指一块 GPU 及其显存，单写的 `cuda` 指当前 GPU；
 #   `torch.cuda.device(i)` 可以在一段代码里改变当前 GPU。
-# - 数出来的 GPU 是这个进程能看到的那些；`CUDA_VISIBLE_DEVICES` 在 CUDA 启动之前隐藏显卡并重新编号。
+# - 数出来的 GPU 是这个进程能看到的那些；`CUDA_VISIBLE_DEVICES` 要在 CUDA 启动之前设好，它隐藏一部分显卡，其余的从 0 重新编号。
 # - 原生 PyTorch 用 `torch.accelerator` 选加速器；`try_gpu` 和 `try_all_gpus` 在此之上加了编号、
 #   没有 GPU 时退回 CPU，并且遵从 `D2L_DEVICE`。
 #
