@@ -7,7 +7,8 @@
 #
 # - why deep learning runs on GPUs, and what this section builds towards;
 # - how to ask a machine which accelerators it has, with or without `nvidia-smi`;
-# - that every PyTorch tensor carries the device it lives on.
+# - that every PyTorch tensor carries the device it lives on, and that PyTorch,
+#   unlike the book's engine, starts on the CPU unless told otherwise.
 #
 # **What you need**
 #
@@ -80,8 +81,13 @@ else:
 # numbers are easy to confuse: the "CUDA Version" in the header of `nvidia-smi`
 # is the newest CUDA that the installed *driver* supports, not a CUDA that is
 # installed, while `torch.version.cuda` is the CUDA that this PyTorch was built
-# with. The second must not be newer than the first. A CPU-only PyTorch prints
-# `None`, and a ROCm build fills in `torch.version.hip` instead:
+# with. A driver runs every CUDA runtime up to the version it reports, across
+# major versions: a driver reporting 12.4 runs a PyTorch built with CUDA 11.8.
+# A runtime newer than the driver fails across a major version (a 12.x PyTorch
+# on an 11.x driver); within one major version, CUDA's minor-version
+# compatibility usually lets it run, minus the few features that need the
+# newer driver. A CPU-only PyTorch prints `None`, and a ROCm build fills in
+# `torch.version.hip` instead:
 
 # %% tags=["nbval-ignore-output"]
 print("PyTorch built with CUDA:", torch.version.cuda, "| with ROCm (HIP):", torch.version.hip)
@@ -104,21 +110,68 @@ print("a tensor made from a NumPy array lives on:", torch.from_numpy(np.arange(6
 # %% [markdown]
 # NumPy arrays always sit in main memory, so NumPy has no device to choose, and
 # a tensor made from one starts on the CPU. A tensor may instead live in the
-# memory of a GPU, and then the GPU does the arithmetic on it. The notebooks
-# that follow make that choice explicit.
+# memory of a GPU, and then the GPU does the arithmetic on it.
+#
+# ## Who chooses the device
+#
+# The book's engine, DJL, puts new arrays on the GPU by itself whenever it finds
+# one. PyTorch does not: every tensor starts on the CPU unless the code names a
+# device, which is why the lessons that follow name one each time.
+#
+# PyTorch can be told otherwise. `torch.set_default_device(d)` sends every
+# later factory call that names no device (`torch.zeros`, `torch.randn`,
+# `torch.tensor`, new layers' weights) to `d`. It has two costs. It works
+# through a hook (a "torch function mode") that sees every Python call into
+# torch, not only the factories, so each call pays a little; and it hides where
+# tensors live, because code that names no device now means different things
+# on different machines, while `torch.from_numpy` and the `*_like` functions
+# ignore the default. The cell below shows both: where two tensors land, and
+# the cost of a tiny `torch.add` with and without the hook (its own verdict
+# compares the gap with the spread). `set_default_device(None)` removes the
+# hook; setting `"cpu"` back would keep it.
+
+# %% tags=["nbval-ignore-output"]
+device = d2l_gpu.try_gpu()
+small = torch.ones(8)  # on the CPU in both runs: this times the hook, not a device
+options = dict(device=d2l_gpu.cpu(), min_run_time=0.05, num_threads=1)
+plain = d2l_gpu.benchmark(torch.add, small, small, **options, label="no default device")
+torch.set_default_device(device)
+try:
+    made, wrapped = torch.zeros(2), torch.from_numpy(np.zeros(2))
+    hooked = d2l_gpu.benchmark(torch.add, small, small, **options, label=f"default {device}")
+finally:
+    torch.set_default_device(None)
+print(f"default {device}: torch.zeros went to {made.device}, torch.from_numpy to {wrapped.device}")
+print("after set_default_device(None), torch.zeros goes to", torch.zeros(2).device)
+print(plain)
+print(hooked)
+gap, spread = hooked.median - plain.median, max(plain.iqr, hooked.iqr)
+if abs(gap) > spread:
+    print(f"verdict: the hook makes torch.add {hooked.median / plain.median:.2f}x as long")
+else:
+    print("verdict: no difference beyond the spread on this machine")
+
+# %% [markdown]
+# With a GPU, the first line says `cuda:0` for `torch.zeros` and `cpu` for
+# `torch.from_numpy`: two lines that look alike, two devices. The hook's cost
+# is paid in Python before any device work, so it does not depend on the
+# device the default names. The lessons here name the device instead; for a
+# few lines, `with torch.device(d):` does the same job without a global
+# setting ([06](06-neural-networks-and-gpus.ipynb) uses it).
 #
 # ## Code that meets machines with and without GPUs
 #
 # The same script often runs on a laptop without a GPU, on a workstation with
 # one, and on a cloud server with eight. Code that assumes a GPU crashes on the
 # laptop; code that ignores the GPU wastes the server. The helpers in `d2l_gpu`
-# pick what exists, so every notebook here runs anywhere.
+# pick what exists, so every lesson here runs anywhere.
 #
-# Running this whole section as intended takes two GPUs, because it shows data
-# moving from one GPU to another. That is the only place in the book that needs
-# more than one; renting a multi-GPU cloud machine for an hour is cheap. With
-# fewer GPUs, the demonstrations that want a second one use the CPU in its place
-# and print that they did. The next cell says which case this machine is.
+# Running every demonstration of this section as written takes two GPUs,
+# because one of them copies data from one GPU to another; the book's chapters
+# on training with several GPUs need at least two as well. Renting a multi-GPU
+# cloud machine for an hour is cheap. With fewer GPUs, the demonstrations that
+# want a second one use the CPU in its place and print that they did. The
+# next cell says which case this machine is.
 
 # %% tags=["nbval-ignore-output"]
 n = d2l_gpu.num_gpus()
@@ -131,18 +184,42 @@ else:
 
 # %% [markdown]
 # To try the CPU path on a GPU machine, set the environment variable
-# `D2L_DEVICE=cpu` before starting Jupyter; `D2L_DEVICE=cuda:1` hides every GPU
-# but the second one, much like `CUDA_VISIBLE_DEVICES`.
+# `D2L_DEVICE=cpu` before starting Jupyter. `D2L_DEVICE=cuda:1` makes the
+# helpers offer only the second GPU. That is not what `CUDA_VISIBLE_DEVICES=1`
+# does. `D2L_DEVICE` only changes the answers of `d2l_gpu`'s helpers
+# (`try_gpu`, `try_all_gpus`, `num_gpus`): PyTorch still sees every card, and
+# the chosen one is still called `cuda:1`. `CUDA_VISIBLE_DEVICES` acts on the
+# CUDA runtime of the whole process: the cards it leaves out do not exist for
+# that process, and those it keeps are numbered again from 0, so that card
+# becomes `cuda:0`. CUDA reads it once, when it initialises, so it must be set
+# before the process first uses the GPU, best in the command that starts
+# Python ([02](02-computing-devices.ipynb) shows it).
 #
 # ## Where to go next
 #
 # 1. [02 – Computing devices](02-computing-devices.ipynb): naming the CPU and the GPUs,
 #    and picking ones that exist.
-# 2. [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb): storage, copying, and what
-#    moving data costs.
-# 3. [06 – Neural networks and GPUs](06-neural-networks-and-gpus.ipynb): putting a
+# 2. [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb): storing tensors on a
+#    device and copying them between devices.
+# 3. [04-gpu-memory](04-gpu-memory.ipynb): how much a GPU holds, what PyTorch
+#    keeps of it, and running out of it.
+# 4. [05-asynchrony-and-transfers](05-asynchrony-and-transfers.ipynb): why GPU
+#    work runs ahead of Python, how to time it, and what moving data costs.
+# 5. [06 – Neural networks and GPUs](06-neural-networks-and-gpus.ipynb): putting a
 #    model on a device.
-# 4. [07 – Summary](07-summary.ipynb): the section in a few rules, and the most
+# 6. [07 – Summary](07-summary.ipynb): the section in a few rules, and the most
 #    common mistake.
-# 5. [08 – Exercises](08-exercises.ipynb), then
+# 7. [08 – Exercises](08-exercises.ipynb), then
 #    [09 – Beyond one machine](09-beyond-one-machine.ipynb).
+#
+# ## What this lesson showed
+#
+# - GPUs matter because their arithmetic outgrew the CPU's, but only for data
+#   that is already in their memory.
+# - `nvidia-smi`, or `d2l_gpu.device_report()` without it, says what a machine
+#   has; the driver's CUDA version and PyTorch's are different numbers.
+# - Every tensor records its device. PyTorch starts on the CPU; a default
+#   device can change that, at a small cost on every call and with less
+#   visible code.
+# - `d2l_gpu` picks devices that exist, and `D2L_DEVICE` narrows its choice
+#   without hiding any GPU from PyTorch.

@@ -7,8 +7,8 @@
 #
 # - how PyTorch names the CPU and each GPU, and what one GPU device stands for;
 # - how to count the GPUs a machine has, and which of them a process sees;
-# - two helpers, `try_gpu` and `try_all_gpus`, that let the same code run with
-#   or without the GPU it asks for.
+# - how plain PyTorch picks an accelerator, and two helpers, `try_gpu` and
+#   `try_all_gpus`, that let the same code run with or without the GPU it asks for.
 #
 # **What you need**
 #
@@ -72,16 +72,18 @@ print("equal:  ", plain == first)
 print("indices:", plain.index, first.index)
 
 # %% tags=["nbval-ignore-output"]
-if torch.cuda.is_available():
-    on_gpu = torch.ones(1, device="cuda")
-    print("a tensor made with device='cuda' is on", on_gpu.device)
+if d2l_gpu.accelerator_type() == "cuda":  # a CUDA GPU that the helpers offer
+    on_gpu = torch.ones(1, device=d2l_gpu.try_gpu())
+    print("a tensor on the helpers' first GPU is on", on_gpu.device)
     print("its device == torch.device('cuda'):", on_gpu.device == torch.device("cuda"))
     print("its device.type == 'cuda':         ", on_gpu.device.type == "cuda")
 else:
     print("No CUDA GPU: no tensor can be made with device='cuda' here.")
 
 # %% [markdown]
-# On a CUDA machine the cell above shows `cuda:0`, `False` and `True`.
+# On a CUDA machine the cell above shows `cuda:0`, `False` and `True`. (It asks
+# `d2l_gpu` whether there is a CUDA GPU to use, so that with `D2L_DEVICE=cpu`,
+# met at the end, it leaves the GPU alone.)
 #
 # The idiom seen in most PyTorch code picks the device in one line, with
 # `torch.cuda.is_available()`, which is true when PyTorch was built with CUDA
@@ -102,13 +104,30 @@ for name in [d2l_gpu.cpu(), d2l_gpu.gpu(), d2l_gpu.gpu(1)]:
     print(repr(name))
 
 # %% [markdown]
+# Since version 2.6, plain PyTorch has its own accelerator-neutral choice:
+# `torch.accelerator.current_accelerator()` names the accelerator this build
+# can use (CUDA, MPS, XPU, ...), and `torch.accelerator.is_available()` says
+# whether one is there. Its answer has no index and ignores `D2L_DEVICE`;
+# `try_gpu`, met below, adds both. Side by side:
+
+# %%
+if torch.accelerator.is_available():
+    chosen = torch.accelerator.current_accelerator()
+else:
+    chosen = torch.device("cpu")
+print("plain PyTorch:     ", chosen)
+print("d2l_gpu.try_gpu(): ", d2l_gpu.try_gpu())
+
+# %% [markdown]
 # ## How many GPUs?
 #
 # `torch.cuda.device_count()` counts CUDA (and ROCm) cards. Recent PyTorch also has
 # an accelerator-neutral API, `torch.accelerator`, which counts Apple or Intel GPUs
 # too. `d2l_gpu.num_gpus()` answers the same question and also honours the
 # `D2L_DEVICE` setting shown at the end. Here a CPU-only machine prints zeros and
-# `None`; a machine with two NVIDIA cards prints `2`, `2`, `2` and `cuda`.
+# `None`; a machine with two NVIDIA cards prints `2`, `2`, `2` and `cuda`. (Above,
+# the plain-PyTorch line prints `cuda` and the helper `cuda:0`.) Counting asks
+# the driver how many cards there are; it reserves nothing on them.
 
 # %% tags=["nbval-ignore-output"]
 print("torch.cuda.device_count():       ", torch.cuda.device_count())
@@ -147,7 +166,9 @@ import torch
 names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 print(len(names), "CUDA GPU(s):", names)
 """
-names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+# Ask for names only when the helpers offer a CUDA GPU: D2L_DEVICE=cpu means hands off.
+cuda = d2l_gpu.accelerator_type() == "cuda"
+names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
 print("this process sees", len(names), "CUDA GPU(s):", names)
 if names:
     # The variable counts physical cards. If this process was itself started with
@@ -166,29 +187,28 @@ if names:
     )
     print(f"a child with CUDA_VISIBLE_DEVICES={visible!r} sees", run.stdout.strip())
 else:
-    print("No CUDA GPU to hide or renumber, so no child process is started here.")
+    print("No CUDA GPU offered to hide or renumber, so no child process is started here.")
 
 # %% [markdown]
-# Inside one process, `torch.cuda.set_device(i)` changes what plain `cuda`
-# means, from `cuda:0` to `cuda:i`. PyTorch's own documentation discourages it in
-# favour of naming the device or setting `CUDA_VISIBLE_DEVICES`; its common use
-# is in jobs that start one process per GPU, where each process picks its own
-# card once, at the start (see [09 – Beyond one machine](09-beyond-one-machine.ipynb)).
-# Here it is switched and switched back:
+# Inside one process, plain `cuda` means the *current* CUDA device, `cuda:0`
+# unless changed. `torch.cuda.set_device(i)` changes it for good, and its own
+# docstring discourages it, in favour of the context manager
+# `torch.cuda.device(i)` (or of `CUDA_VISIBLE_DEVICES`). The context manager
+# changes the current device for the lines inside its block and restores it
+# on the way out, even after an error. On a CUDA machine the cell prints
+# current device `0`, then the helpers' last GPU for the tensor made inside the
+# block (`cuda:1` on two GPUs), then `0` again; elsewhere it says there is no
+# current CUDA device.
 
 # %% tags=["nbval-ignore-output"]
-if torch.cuda.is_available():
-    previous, last = torch.cuda.current_device(), torch.cuda.device_count() - 1
-    print("current CUDA device:", previous)
-    torch.cuda.set_device(last)
-    try:
-        print(
-            f"after set_device({last}), 'cuda' puts tensors on", torch.ones(1, device="cuda").device
-        )
-    finally:
-        torch.cuda.set_device(previous)
+if d2l_gpu.accelerator_type() == "cuda":
+    last = d2l_gpu.try_all_gpus()[-1]
+    print("current CUDA device:", torch.cuda.current_device())
+    with torch.cuda.device(last):
+        print(f"inside torch.cuda.device({last}), 'cuda' means", torch.ones(1, device="cuda").device)
+    print("after the block, the current CUDA device is again", torch.cuda.current_device())
 else:
-    print("No CUDA GPU: there is no current CUDA device to change.")
+    print("No CUDA GPU offered: there is no current CUDA device to change.")
 
 # %% [markdown]
 # ## Asking for a GPU that may not be there
@@ -227,8 +247,9 @@ except (TypeError, ValueError) as error:
 # ## Choose once, use everywhere
 #
 # The usual pattern is to pick the device once, near the top of a script, and
-# pass it wherever tensors are made. PyTorch never moves data by itself, so this
-# one variable decides where everything lives.
+# pass it wherever tensors are made. PyTorch never moves the operands of an
+# operation to make it work (it copies to the host only to show or convert
+# values, as `print` does), so this one variable decides where everything lives.
 
 # %%
 device = d2l_gpu.try_gpu()
@@ -257,4 +278,14 @@ finally:
         os.environ[d2l_gpu.ENV_VAR] = saved
 
 # %% [markdown]
+# ## What this lesson showed
+#
+# - `cpu` names the host, `cuda:0`, `cuda:1`, ... each GPU with its memory, and
+#   plain `cuda` the current GPU, which `torch.cuda.device(i)` changes for a
+#   block of code.
+# - The count of GPUs is what this process may see; `CUDA_VISIBLE_DEVICES`,
+#   set before CUDA starts, hides cards and numbers the rest from 0.
+# - Plain PyTorch picks an accelerator with `torch.accelerator`; `try_gpu` and
+#   `try_all_gpus` add an index, fall back to the CPU, and honour `D2L_DEVICE`.
+#
 # Next: [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb) puts tensors on these devices.

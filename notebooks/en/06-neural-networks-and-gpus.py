@@ -7,8 +7,9 @@
 #
 # - how to move a model's parameters to a device, and how that differs from moving a tensor;
 # - that a model on a GPU computes on that GPU when its input is there too;
-# - how to create tensors and models on a device from the start, with
-#   `torch.device` as a context manager or a default device.
+# - the idioms the next chapters use: tensors made inside `forward` where the
+#   input is, the optimizer built after the move, a model created on the `meta`
+#   device and materialised where it will run, and a profiler trace of training.
 #
 # **What you need**
 #
@@ -40,16 +41,24 @@ if d2l_gpu.num_gpus() == 0:
 # Unlike `Tensor.to`, it changes the model in place and hands back the same
 # object, so `net = net.to(device)` and plain `net.to(device)` do the same thing.
 #
+# The lesson uses the first GPU, or the CPU when there is none. The next cell
+# picks it and uses it once, so that a one-time message from the GPU's runtime
+# would land here rather than in a later cell.
+
+# %% tags=["nbval-ignore-output"]
+device = d2l_gpu.try_gpu()
+torch.ones(1, device=device)
+print("this lesson uses", device)
+
+# %% [markdown]
 # Here is a network with one linear layer, created on the CPU (with a fixed seed,
-# so its weights are the same on every machine) and then moved to the first GPU,
-# or left on the CPU when there is none.
+# so its weights are the same on every machine) and then moved to that device.
 
 # %%
 from torch import nn
 
 torch.manual_seed(0)
 net = nn.Sequential(nn.Linear(3, 1))
-device = d2l_gpu.try_gpu()
 print("net.to(device) is net:", net.to(device) is net)
 for name, parameter in net.named_parameters():
     print(f"{name:8} shape {tuple(parameter.shape)}, on {parameter.device}")
@@ -105,20 +114,77 @@ else:
     except RuntimeError as error:
         print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
+
+# %% [markdown]
+# ## Creating tensors inside `forward`
+#
+# A layer often makes tensors of its own while it runs: a starting state, a
+# mask, a tensor of positions. Written as `torch.zeros(shape)`, such a tensor
+# lands on the CPU even when the model and its input are on a GPU, and the next
+# operation fails. Made from the input instead, it follows the input wherever it
+# is: `x.new_zeros(shape)` takes `x`'s device and dtype with a new shape, and
+# `torch.zeros_like(x)` also takes its shape. The module below, a tiny recurrent
+# cell, makes its starting state that way, so it runs unchanged on any device.
+
+# %%
+class TinyRecurrent(nn.Module):
+    """Reads a sequence step by step; the state starts as zeros made in forward."""
+
+    def __init__(self, size):
+        super().__init__()
+        self.cell = nn.Linear(2 * size, size)
+
+    def forward(self, xs):  # xs: (steps, batch, size)
+        state = xs.new_zeros(xs.shape[1:])  # where xs is, in xs's dtype
+        for x in xs:
+            state = torch.tanh(self.cell(torch.cat([x, state], dim=1)))
+        return state
+
+
+rnn = TinyRecurrent(4).to(device)
+state = rnn(torch.randn(5, 2, 4, device=device))
+print("final state on", state.device, "| zeros_like(state) on", torch.zeros_like(state).device)
+
+# %% [markdown]
+# ## Move the model, then build its optimizer
+#
+# The `torch.optim` documentation asks for the model to be moved *before* its
+# optimizer is built, so that the parameters stay where the optimizer first saw
+# them for its whole life. `Module.to` keeps each parameter object and only
+# replaces its data, so plain SGD would survive the other order. An optimizer
+# with state does not: Adagrad, for one, makes its running sums when it is
+# built, next to the parameters as they are then, and moving the model later
+# leaves those sums behind. On a GPU machine the first line shows the weight on
+# `cuda:0` and the early optimizer's state on `cpu`, and its step fails with a
+# `RuntimeError` saying that tensors of the same index must be on the same
+# device; the optimizer built after the move keeps its state on `cuda:0` and
+# steps. On a CPU-only machine nothing moves, so both work.
+
+# %% tags=["nbval-ignore-output"]
+torch.manual_seed(0)
+model = nn.Linear(3, 1)
+early = torch.optim.Adagrad(model.parameters())  # built before the move: a mistake
+model.to(device)
+late = torch.optim.Adagrad(model.parameters())  # built after the move: the rule
+early_at, late_at = (opt.state[model.weight]["sum"].device for opt in (early, late))
+print(f"weight on {model.weight.device}; Adagrad state: early on {early_at}, late on {late_at}")
+model(torch.ones(2, 3, device=device)).sum().backward()
+for name, optimizer in [("early", early), ("late", late)]:
+    try:
+        optimizer.step()
+        print(f"{name} optimizer: step done")
+    except RuntimeError as error:
+        print(f"{name} optimizer: {type(error).__name__}: {str(error).splitlines()[0]}")
+
 # %% [markdown]
 # ## Creating on the device from the start
 #
 # Building a model on the CPU and then moving it means writing every weight
-# twice: once in main memory, once more on the GPU. Since PyTorch 2.0 there are
-# two ways to create tensors, and the parameters of new layers, directly on a
-# device:
-#
-# - `with torch.device(device):` makes it the default for the code inside the block;
-# - `torch.set_default_device(device)` makes it the default for everything that
-#   follows, until it is changed back.
-#
-# Both apply only to code that does not name a device itself. The context
-# manager is the safer choice in a notebook, because it cannot leak into later cells.
+# twice: once in main memory, once more on the device. `with
+# torch.device(device):` makes `device` the default for the tensors and layers
+# created inside the block that name no device themselves (the global
+# `torch.set_default_device` and its cost are in
+# [01](01-introduction.ipynb)):
 
 # %%
 with torch.device(device):
@@ -128,19 +194,111 @@ print("layer weight on", layer.weight.device, "| noise on", noise.device)
 print("outside the block, new tensors go to", torch.ones(1).device)
 
 # %% [markdown]
-# A default device set with `torch.set_default_device` stays until it is reset, so
-# we restore the previous default in a `finally` block, even if something fails.
+# For a model too large to build twice, or to build at all in main memory,
+# there is a third place: the `meta` device. A tensor there has a shape and a
+# dtype but no memory and no values, so "building" a model on it costs nothing.
+# `to_empty(device=...)` then gives every parameter memory on the real device,
+# uninitialised, and the layers' own `reset_parameters()` fills it in there.
+# (Loading a checkpoint into the empty model is the other way to fill it.)
 
 # %%
-previous = torch.get_default_device()
-torch.set_default_device(device)
-try:
-    print("while set, new tensors go to", torch.zeros(1).device)
-finally:
-    torch.set_default_device(previous)
-print("after resetting, new tensors go to", torch.zeros(1).device)
+with torch.device("meta"):
+    big = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
+count = sum(parameter.numel() for parameter in big.parameters())
+print(f"{count:,} parameters on", big[0].weight.device, "with no memory behind them")
+big.to_empty(device=device)
+for module in big.modules():
+    if isinstance(module, nn.Linear):
+        module.reset_parameters()  # the usual random start, drawn on the device
+print("after to_empty and reset_parameters:", big[0].weight.device)
+print("every weight is a finite number:", all(p.isfinite().all().item() for p in big.parameters()))
 
 # %% [markdown]
+# ## What a training step does on the device
+#
+# `torch.profiler` records what a few training steps ran, operation by
+# operation, and on a CUDA GPU also each kernel the GPU ran. The step below is
+# what the rest of the book does: copy a minibatch from the host, forward,
+# backward, update, and read the loss with `.item()`. The cell traces three
+# steps after one warm-up and prints the eight rows with the most time of
+# their own (without that of the operations they call), on the CPU and on the
+# GPU, then every row that copies or waits, wherever it ranks.
+
+# %% tags=["nbval-ignore-output"]
+from torch.profiler import ProfilerActivity, profile
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1)).to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+inputs, targets = torch.randn(512, 64), torch.randn(512, 1)  # on the host, as a loader gives them
+
+
+def step():
+    x, y = inputs.to(device), targets.to(device)  # host-to-device copies (none on a CPU)
+    loss = nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()  # waits for the device, copies one number back
+
+
+step()  # warm-up, outside the trace
+on_cuda = device.type == "cuda"
+activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+with profile(activities=activities) as trace:
+    for _ in range(3):
+        step()
+events = sorted(
+    trace.key_averages(),
+    key=lambda event: event.self_cpu_time_total + event.self_device_time_total,
+    reverse=True,
+)
+
+
+def show(rows):
+    for event in rows:
+        on_gpu = f"{event.self_device_time_total:13.0f}" if on_cuda else f"{'-':>13}"
+        print(f"{event.key[:43]:<44}{event.count:>6}{event.self_cpu_time_total:13.0f}{on_gpu}")
+
+
+print(f"{'operation or kernel':<44}{'calls':>6}{'self CPU us':>13}{'self GPU us':>13}")
+show(events[:8])
+print("copies and waits, wherever they rank:")
+show([e for e in events if any(word in e.key for word in ("copy", "Memcpy", "Sync", "item", "scalar"))])
+
+# %% [markdown]
+# Read the table as a list of suspects. On a CPU, as stored here, the top rows
+# are the matrix products (`aten::addmm` forward, `aten::mm` backward) and the
+# element-wise work of ReLU and the loss. The copies are all within main
+# memory: `aten::copy_` is mostly `addmm` copying the bias into its output,
+# and `aten::item` with `aten::_local_scalar_dense` reads the loss. Nothing
+# crosses to another device and nothing waits: there is only one device.
+#
+# On a CUDA GPU we would expect two kinds of rows. Operator rows (`aten::...`)
+# keep a self CPU time, now the cost of *launching* work, and kernel rows (a
+# matrix-product kernel with `gemm` in its name, element-wise kernels) carry
+# the self GPU time. Among the copies, `Memcpy HtoD` is the two input copies
+# of each step and `Memcpy DtoH` the loss that `.item()` reads back. The wait
+# shows as a CUDA runtime call, `cudaStreamSynchronize` or `cudaMemcpyAsync`,
+# whose self CPU time is mostly the CPU standing still until the GPU has
+# finished the step. For a timeline instead of a table,
+# `trace.export_chrome_trace(path)` writes a file that Perfetto or
+# `chrome://tracing` shows.
+#
+# ## What this lesson showed
+#
+# - `net.to(device)` moves a model's parameters in place; a model computes on
+#   the device where it and its input are, and fails loudly when they differ.
+# - Tensors made inside `forward` with `new_zeros` or `zeros_like` follow the
+#   input, so a module runs on any device.
+# - The model moves before its optimizer is built, so the optimizer's state
+#   is made beside the parameters.
+# - `torch.device(...)` as a context manager creates tensors and layers on a
+#   device from the start; the `meta` device builds a model with no memory,
+#   and `to_empty` plus initialisation makes it real where it will run.
+# - A profiler trace shows which operations and kernels a step runs, and
+#   where its copies and waits are.
+#
 # Reading and writing a model's parameters across devices, for instance saving
-# on a GPU and loading on a CPU, is one of the
-# [exercises](08-exercises.ipynb). Next: [07 – Summary](07-summary.ipynb).
+# on a GPU and loading on a CPU, is one of the [exercises](08-exercises.ipynb).
+# Next: [07 – Summary](07-summary.ipynb).

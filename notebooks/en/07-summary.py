@@ -11,7 +11,7 @@
 #
 # **What you need**
 #
-# - notebooks [01](01-introduction.ipynb) to [06](06-neural-networks-and-gpus.ipynb);
+# - lessons [01](01-introduction.ipynb) to [06](06-neural-networks-and-gpus.ipynb);
 #   a GPU is optional.
 
 # %% tags=["nbval-ignore-output"]
@@ -66,10 +66,16 @@ if d2l_gpu.num_gpus() == 0:
 # arithmetic and record the same losses; they differ only in when the losses
 # come back to the host.
 
+# %% tags=["nbval-ignore-output"]
+device = d2l_gpu.try_gpu()
+# First use of the device: a one-time warning from its runtime lands here, in a
+# cell whose output is not compared, rather than in the next one.
+torch.ones(1, device=device)
+print("training on", device)
+
 # %%
 from torch import nn
 
-device = d2l_gpu.try_gpu()
 torch.manual_seed(0)
 features = torch.randn(256, 16, device=device)
 labels = features @ torch.randn(16, 1, device=device)
@@ -100,35 +106,56 @@ print("loss went down:", at_the_end[-1] < at_the_end[0])
 
 # %% [markdown]
 # Now the cost of each, timed with `d2l_gpu.benchmark` (synchronized, median and
-# IQR of repeated runs). As in notebook 03, PyTorch uses one CPU thread while it
-# measures, so that on a small shared machine the result does not depend on how
-# soon a second core wakes up:
+# IQR of repeated runs). PyTorch uses one CPU thread while it measures, so that
+# on a small shared machine the result does not depend on how soon a second
+# core wakes up. The cell prints its own verdict: it calls a gap real only when
+# the difference of the medians exceeds the larger of the two IQRs.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "key-result"]
 slow = d2l_gpu.benchmark(
-    train, True, device=device, min_run_time=0.1, num_threads=1, label=".item() every step"
+    train, True, device=device, min_run_time=0.3, num_threads=1, label=".item() every step"
 )
 fast = d2l_gpu.benchmark(
-    train, False, device=device, min_run_time=0.1, num_threads=1, label="one copy at the end"
+    train, False, device=device, min_run_time=0.3, num_threads=1, label="one copy at the end"
 )
 print(slow)
 print(fast)
+gap, spread = slow.median - fast.median, max(slow.iqr, fast.iqr)
+winner = "one copy at the end" if gap > 0 else ".item() every step"
 print(f"on {device}, logging every step takes {slow.median / fast.median:.2f}x as long")
+if abs(gap) > spread:
+    print(f"verdict: {winner} is faster; the gap is {abs(gap) / spread:.1f}x the larger IQR")
+else:
+    print("verdict: no clear winner; the gap is within the larger IQR")
 
 # %% [markdown]
-# On a CPU-only machine, as in the stored output, the two loops cost about the
-# same: there is no separate device to wait for, and turning a CPU tensor into a
-# Python number is a tiny part of a training step. What gap the cell prints there
-# is within the spread (IQR) of the runs, which a busy machine widens. The
-# lesson shows on a GPU, where each
-# `.item()` drains the GPU's queue. How large the gap is there depends on the
-# model: the smaller each step, the larger the share of time lost to waiting.
-# Run this cell on a GPU to see it.
+# ## Reading the verdict
 #
-# ## Where to go from here
+# On a CPU-only machine there is no separate device to wait for, so `.item()`
+# is only a read of one number in main memory. The loop that keeps its log "on
+# the device" does a little more each step: `history[step] = loss.detach()` is
+# an indexed copy, one more operation through PyTorch's dispatcher. On a CPU
+# that extra operation can cost more than the read it replaces, so there the
+# `.item()` loop may come out slightly ahead, or the two may tie; the cell
+# says which it found on this machine.
 #
-# - [08 – Exercises](08-exercises.ipynb): larger and smaller computations on CPU
-#   and GPU, saving and loading parameters across devices, this logging
-#   experiment with 1000 matrix products, and two GPUs working at once.
-# - [09 – Beyond one machine](09-beyond-one-machine.ipynb): several GPUs and
-#   several servers.
+# On a GPU the order should reverse. The indexed copy is one more kernel in
+# the queue and costs the CPU only its launch, while each `.item()` forces a
+# synchronization: the CPU stops until the GPU has finished the step, and only
+# then prepares the next one. A GPU reader should therefore expect the
+# one-copy loop to win, by more the smaller each step is. That is an
+# expectation, not a measurement: run the cell on a GPU to see the figure.
+# [Exercise 3](08-exercises.ipynb) repeats the experiment with a heavier step.
+#
+# ## What this lesson showed
+#
+# - The section fits in three rules: we choose the device, every operand of
+#   one operation shares it, and data moves rarely and in bulk.
+# - Turning a loss into a Python number at every step makes a GPU's queue run
+#   dry; a log kept as a tensor on the device and copied once avoids it.
+# - A timing comparison means something only next to its spread, and a CPU
+#   run cannot show a cost that comes from waiting for a GPU.
+#
+# Next: [08 – Exercises](08-exercises.ipynb) (larger and smaller computations,
+# saving parameters across devices, this logging experiment with heavier steps,
+# two GPUs at once), then [09 – Beyond one machine](09-beyond-one-machine.ipynb).

@@ -7,11 +7,14 @@
 #
 # - PyTorch 怎样称呼 CPU 和每一块 GPU，一个 GPU 设备代表什么；
 # - 怎样数出一台机器上有几块 GPU，一个进程又能看到其中哪几块；
-# - `try_gpu` 和 `try_all_gpus` 两个辅助函数：要的 GPU 在不在，同一份代码都能运行。
+# - 原生 PyTorch 怎样选加速器；以及 `try_gpu` 和 `try_all_gpus` 两个辅助函数：
+#   要的 GPU 在不在，同一份代码都能运行。
 #
 # **你需要**
 #
 # - 先读过 [01 – 引言](01-introduction.ipynb)；GPU 不是必需的。
+#
+# 代码和输出与英文版相同，所以单元格打印的文字是英文。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -35,7 +38,7 @@ if d2l_gpu.num_gpus() == 0:
 # ## 设备的名字
 #
 # `torch.device` 指明一个地方：张量存在那里，针对它们的运算也在那里进行。
-# CPU 只有一个名字 `cpu`，不管它有多少个核——这些核共用电脑的内存。
+# CPU 只有一个名字 `cpu`，不管它有多少个核心——这些核心共用电脑的内存。
 # GPU 则每块各有名字，因为每块卡都有自己的显存：`cuda:0` 是第一块，`cuda:1` 是第二块，
 # 单写 `cuda` 指当前那块卡，不另行设置的话就是 `cuda:0`。
 # （ROCm 下的 AMD 显卡沿用 `cuda` 这套名字；Apple 芯片的 Mac 只有一块 GPU，叫 `mps`。）
@@ -59,7 +62,7 @@ except RuntimeError as error:
 # %% [markdown]
 # 单写的 `cuda` 不带编号，所以它和 `cuda:0` 是两个不同的名字，尽管在大多数机器上两者都指第一块 GPU。
 # 张量记下的总是它所在的具体设备，连同编号，因此拿它的 `device` 去和 `torch.device("cuda")`
-# 比较，结果永远是假；应当比较设备类型，或者使用带编号的名字。
+# 比较，结果总是 `False`；应当比较设备类型，或者使用带编号的名字。
 
 # %%
 plain, first = torch.device("cuda"), torch.device("cuda:0")
@@ -67,16 +70,17 @@ print("equal:  ", plain == first)
 print("indices:", plain.index, first.index)
 
 # %% tags=["nbval-ignore-output"]
-if torch.cuda.is_available():
-    on_gpu = torch.ones(1, device="cuda")
-    print("a tensor made with device='cuda' is on", on_gpu.device)
+if d2l_gpu.accelerator_type() == "cuda":  # a CUDA GPU that the helpers offer
+    on_gpu = torch.ones(1, device=d2l_gpu.try_gpu())
+    print("a tensor on the helpers' first GPU is on", on_gpu.device)
     print("its device == torch.device('cuda'):", on_gpu.device == torch.device("cuda"))
     print("its device.type == 'cuda':         ", on_gpu.device.type == "cuda")
 else:
     print("No CUDA GPU: no tensor can be made with device='cuda' here.")
 
 # %% [markdown]
-# 在 CUDA 机器上，上面这个单元格依次显示 `cuda:0`、`False` 和 `True`。
+# 在 CUDA 机器上，上面这个单元格依次显示 `cuda:0`、`False` 和 `True`。（它先问 `d2l_gpu`
+# 有没有可用的 CUDA GPU，这样在设了文末介绍的 `D2L_DEVICE=cpu` 时，它就不碰 GPU。）
 #
 # 大多数 PyTorch 代码用一行惯用写法选设备，靠的是 `torch.cuda.is_available()`：
 # PyTorch 编译时支持 CUDA（或 ROCm），并且驱动至少找到一块 GPU，它才返回真。
@@ -95,13 +99,28 @@ for name in [d2l_gpu.cpu(), d2l_gpu.gpu(), d2l_gpu.gpu(1)]:
     print(repr(name))
 
 # %% [markdown]
+# 从 2.6 版起，原生 PyTorch 也有了不限厂商的选法：`torch.accelerator.current_accelerator()`
+# 给出这份 PyTorch 能用的加速器（CUDA、MPS、XPU 等），`torch.accelerator.is_available()`
+# 告诉我们有没有。它的回答不带编号，也不理会 `D2L_DEVICE`；后面介绍的 `try_gpu` 把这两样都补上了。
+# 两者并排比较：
+
+# %%
+if torch.accelerator.is_available():
+    chosen = torch.accelerator.current_accelerator()
+else:
+    chosen = torch.device("cpu")
+print("plain PyTorch:     ", chosen)
+print("d2l_gpu.try_gpu(): ", d2l_gpu.try_gpu())
+
+# %% [markdown]
 # ## 有几块 GPU？
 #
 # `torch.cuda.device_count()` 只数 CUDA（以及 ROCm）显卡。较新的 PyTorch 还提供了
 # 不限厂商的 `torch.accelerator`，Apple、Intel 的 GPU 也算在内。
 # `d2l_gpu.num_gpus()` 回答的是同一个问题，此外还会遵从文末介绍的 `D2L_DEVICE` 设置。
 # 在只有 CPU 的机器上，这里打印的是几个 0 和 `None`；插着两块 NVIDIA 卡的机器则打印
-# `2`、`2`、`2` 和 `cuda`。
+# `2`、`2`、`2` 和 `cuda`。（上面那个单元格里，原生 PyTorch 一行打印 `cuda`，辅助函数打印 `cuda:0`。）
+# 数 GPU 只是问驱动有几块卡，不会在卡上占用任何东西。
 
 # %% tags=["nbval-ignore-output"]
 print("torch.cuda.device_count():       ", torch.cuda.device_count())
@@ -135,7 +154,9 @@ import torch
 names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
 print(len(names), "CUDA GPU(s):", names)
 """
-names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+# Ask for names only when the helpers offer a CUDA GPU: D2L_DEVICE=cpu means hands off.
+cuda = d2l_gpu.accelerator_type() == "cuda"
+names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
 print("this process sees", len(names), "CUDA GPU(s):", names)
 if names:
     # The variable counts physical cards. If this process was itself started with
@@ -154,27 +175,26 @@ if names:
     )
     print(f"a child with CUDA_VISIBLE_DEVICES={visible!r} sees", run.stdout.strip())
 else:
-    print("No CUDA GPU to hide or renumber, so no child process is started here.")
+    print("No CUDA GPU offered to hide or renumber, so no child process is started here.")
 
 # %% [markdown]
-# 在一个进程内部，`torch.cuda.set_device(i)` 会改变单写的 `cuda` 所指的卡，从 `cuda:0` 变成 `cuda:i`。
-# PyTorch 自己的文档并不鼓励这样做，而是建议直接写明设备或设置 `CUDA_VISIBLE_DEVICES`；
-# 它常见的用途是每块 GPU 启动一个进程的作业，每个进程在开头选定自己的卡，只选一次
-# （见 [09 – 走出一台机器](09-beyond-one-machine.ipynb)）。这里先切换过去，再切换回来：
+# 在一个进程内部，单写的 `cuda` 指*当前* CUDA 设备，不另行设置就是 `cuda:0`。
+# `torch.cuda.set_device(i)` 会永久改掉它，而它自己的文档字符串并不鼓励这样做，
+# 建议改用上下文管理器 `torch.cuda.device(i)`（或者 `CUDA_VISIBLE_DEVICES`）。
+# 上下文管理器只在它的代码块内改变当前设备，离开时（即使出了错）再恢复原样。
+# 在 CUDA 机器上，下面的单元格先打印当前设备 `0`，再打印块内新建的张量所在的、
+# 辅助函数给出的最后一块 GPU（两块 GPU 时是 `cuda:1`），最后又打印 `0`；
+# 在别的机器上，它说明这里没有当前 CUDA 设备可改。
 
 # %% tags=["nbval-ignore-output"]
-if torch.cuda.is_available():
-    previous, last = torch.cuda.current_device(), torch.cuda.device_count() - 1
-    print("current CUDA device:", previous)
-    torch.cuda.set_device(last)
-    try:
-        print(
-            f"after set_device({last}), 'cuda' puts tensors on", torch.ones(1, device="cuda").device
-        )
-    finally:
-        torch.cuda.set_device(previous)
+if d2l_gpu.accelerator_type() == "cuda":
+    last = d2l_gpu.try_all_gpus()[-1]
+    print("current CUDA device:", torch.cuda.current_device())
+    with torch.cuda.device(last):
+        print(f"inside torch.cuda.device({last}), 'cuda' means", torch.ones(1, device="cuda").device)
+    print("after the block, the current CUDA device is again", torch.cuda.current_device())
 else:
-    print("No CUDA GPU: there is no current CUDA device to change.")
+    print("No CUDA GPU offered: there is no current CUDA device to change.")
 
 # %% [markdown]
 # ## 要一块未必存在的 GPU
@@ -213,7 +233,8 @@ except (TypeError, ValueError) as error:
 # ## 选一次，处处用
 #
 # 常见的写法是在脚本开头选定设备，之后凡是创建张量的地方都把它传进去。
-# PyTorch 从不自作主张地搬运数据，所以这一个变量就决定了所有数据放在哪里。
+# PyTorch 从不为了让一次运算能做下去而擅自搬运它的操作数（只有显示或转换数值时，
+# 比如 `print`，才会把数据复制到主机），所以这一个变量就决定了所有数据放在哪里。
 
 # %%
 device = d2l_gpu.try_gpu()
@@ -242,4 +263,12 @@ finally:
         os.environ[d2l_gpu.ENV_VAR] = saved
 
 # %% [markdown]
+# ## 本课小结
+#
+# - `cpu` 指主机，`cuda:0`、`cuda:1`……各指一块 GPU 及其显存，单写的 `cuda` 指当前 GPU；
+#   `torch.cuda.device(i)` 可以在一段代码里改变当前 GPU。
+# - 数出来的 GPU 是这个进程能看到的那些；`CUDA_VISIBLE_DEVICES` 要在 CUDA 启动之前设好，它隐藏一部分显卡，其余的从 0 重新编号。
+# - 原生 PyTorch 用 `torch.accelerator` 选加速器；`try_gpu` 和 `try_all_gpus` 在此之上加了编号、
+#   没有 GPU 时退回 CPU，并且遵从 `D2L_DEVICE`。
+#
 # 下一篇：[03 – 张量与 GPU](03-tensors-and-gpus.ipynb)，把张量放到这些设备上。

@@ -7,11 +7,14 @@
 #
 # - 怎样把模型的参数移到某个设备上，这和移动一个张量有什么不同；
 # - 只要输入也在那块 GPU 上，放在 GPU 上的模型就在那里计算；
-# - 怎样一开始就在设备上创建张量和模型：把 `torch.device` 当作上下文管理器，或者设置默认设备。
+# - 后面各章要用到的惯用写法：在 `forward` 里按输入所在的位置创建张量，模型搬好之后再建优化器，
+#   先在 `meta` 设备上搭模型、再在要运行的设备上把它变成实物，以及用性能分析器跟踪训练。
 #
 # **你需要**
 #
 # - 先读过 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)；GPU 不是必需的。
+#
+# 代码和输出与英文版相同，所以单元格打印的文字是英文。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -39,15 +42,23 @@ if d2l_gpu.num_gpus() == 0:
 # 与 `Tensor.to` 不同，它就地修改模型并返回同一个对象，
 # 因此 `net = net.to(device)` 和单写 `net.to(device)` 效果一样。
 #
+# 本课使用第一块 GPU，没有 GPU 时用 CPU。下一个单元格选定它并用它一次，
+# 这样 GPU 运行时如果有只出现一次的提示，会落在这里，而不是后面的单元格里。
+
+# %% tags=["nbval-ignore-output"]
+device = d2l_gpu.try_gpu()
+torch.ones(1, device=device)
+print("this lesson uses", device)
+
+# %% [markdown]
 # 下面是只有一个线性层的网络：先在 CPU 上创建（固定了随机种子，所以每台机器上的权重都一样），
-# 再移到第一块 GPU 上；没有 GPU 时就留在 CPU 上。
+# 再移到这个设备上。
 
 # %%
 from torch import nn
 
 torch.manual_seed(0)
 net = nn.Sequential(nn.Linear(3, 1))
-device = d2l_gpu.try_gpu()
 print("net.to(device) is net:", net.to(device) is net)
 for name, parameter in net.named_parameters():
     print(f"{name:8} shape {tuple(parameter.shape)}, on {parameter.device}")
@@ -99,17 +110,69 @@ else:
     except RuntimeError as error:
         print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
+
+# %% [markdown]
+# ## 在 `forward` 里创建张量
+#
+# 一个层在运行时常常要自己造一些张量：初始状态、掩码、位置编号。
+# 如果写成 `torch.zeros(shape)`，即使模型和输入都在 GPU 上，这个张量也会落在 CPU 上，
+# 紧接着的运算就会出错。改为从输入出发创建，它就跟着输入走：`x.new_zeros(shape)`
+# 沿用 `x` 的设备和数据类型、换一个形状，`torch.zeros_like(x)` 连形状也一并沿用。
+# 下面这个很小的循环模块就这样创建初始状态，所以不用改动就能在任何设备上运行。
+
+# %%
+class TinyRecurrent(nn.Module):
+    """Reads a sequence step by step; the state starts as zeros made in forward."""
+
+    def __init__(self, size):
+        super().__init__()
+        self.cell = nn.Linear(2 * size, size)
+
+    def forward(self, xs):  # xs: (steps, batch, size)
+        state = xs.new_zeros(xs.shape[1:])  # where xs is, in xs's dtype
+        for x in xs:
+            state = torch.tanh(self.cell(torch.cat([x, state], dim=1)))
+        return state
+
+
+rnn = TinyRecurrent(4).to(device)
+state = rnn(torch.randn(5, 2, 4, device=device))
+print("final state on", state.device, "| zeros_like(state) on", torch.zeros_like(state).device)
+
+# %% [markdown]
+# ## 先搬模型，再建优化器
+#
+# `torch.optim` 的文档要求*先*把模型搬到设备上，再为它创建优化器，
+# 好让参数在优化器的整个生命周期里一直待在优化器最初看到它们的地方。
+# `Module.to` 保留每个参数对象、只替换其中的数据，所以普通的 SGD 换个顺序也不会出事。
+# 带状态的优化器就不行了：以 Adagrad 为例，它在创建时就在参数当时所在的地方建好累加和，
+# 之后再搬模型，这些累加和会被留在原处。在 GPU 机器上，第一行显示权重在 `cuda:0`、
+# 先建的优化器的状态在 `cpu`，它的这一步会以 `RuntimeError` 失败，
+# 提示同一下标的张量必须在同一个设备上；搬完之后才建的优化器，状态在 `cuda:0`，照常更新。
+# 在只有 CPU 的机器上什么也没有搬，所以两者都能用。
+
+# %% tags=["nbval-ignore-output"]
+torch.manual_seed(0)
+model = nn.Linear(3, 1)
+early = torch.optim.Adagrad(model.parameters())  # built before the move: a mistake
+model.to(device)
+late = torch.optim.Adagrad(model.parameters())  # built after the move: the rule
+early_at, late_at = (opt.state[model.weight]["sum"].device for opt in (early, late))
+print(f"weight on {model.weight.device}; Adagrad state: early on {early_at}, late on {late_at}")
+model(torch.ones(2, 3, device=device)).sum().backward()
+for name, optimizer in [("early", early), ("late", late)]:
+    try:
+        optimizer.step()
+        print(f"{name} optimizer: step done")
+    except RuntimeError as error:
+        print(f"{name} optimizer: {type(error).__name__}: {str(error).splitlines()[0]}")
+
 # %% [markdown]
 # ## 一开始就建在设备上
 #
-# 先在 CPU 上搭好模型再搬走，意味着每个权重都要写两遍：一遍写进内存，一遍写进 GPU。
-# 从 PyTorch 2.0 起，有两种办法可以直接在设备上创建张量以及新层的参数：
-#
-# - `with torch.device(device):` 让它成为代码块内部的默认设备；
-# - `torch.set_default_device(device)` 让它成为此后一切代码的默认设备，直到改回去为止。
-#
-# 两者都只作用于没有自己指明设备的代码。在笔记本里，上下文管理器更稳妥，
-# 因为它的效果不会漏到后面的单元格里去。
+# 先在 CPU 上搭好模型再搬走，意味着每个权重都要写两遍：一遍写进内存，一遍写进设备。
+# `with torch.device(device):` 让 `device` 成为代码块内新建的、没有自己指明设备的张量和层的默认设备
+# （全局的 `torch.set_default_device` 及其代价见 [01](01-introduction.ipynb)）：
 
 # %%
 with torch.device(device):
@@ -119,18 +182,96 @@ print("layer weight on", layer.weight.device, "| noise on", noise.device)
 print("outside the block, new tensors go to", torch.ones(1).device)
 
 # %% [markdown]
-# 用 `torch.set_default_device` 设下的默认设备会一直有效，直到被重置，
-# 所以我们在 `finally` 块里恢复原来的默认值，即使中途出错也不例外。
+# 模型大到不便建两遍、甚至在内存里根本建不下时，还有第三个地方：`meta` 设备。
+# 那里的张量只有形状和数据类型，没有存储，也没有数值，所以在上面“搭”模型不花任何代价。
+# 随后 `to_empty(device=...)` 在真正的设备上给每个参数分配存储（不做初始化），
+# 再由各层自己的 `reset_parameters()` 在那里填上初值。（把检查点加载进这个空模型，是另一种填法。）
 
 # %%
-previous = torch.get_default_device()
-torch.set_default_device(device)
-try:
-    print("while set, new tensors go to", torch.zeros(1).device)
-finally:
-    torch.set_default_device(previous)
-print("after resetting, new tensors go to", torch.zeros(1).device)
+with torch.device("meta"):
+    big = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
+count = sum(parameter.numel() for parameter in big.parameters())
+print(f"{count:,} parameters on", big[0].weight.device, "with no memory behind them")
+big.to_empty(device=device)
+for module in big.modules():
+    if isinstance(module, nn.Linear):
+        module.reset_parameters()  # the usual random start, drawn on the device
+print("after to_empty and reset_parameters:", big[0].weight.device)
+print("every weight is a finite number:", all(p.isfinite().all().item() for p in big.parameters()))
 
 # %% [markdown]
+# ## 一步训练在设备上做了什么
+#
+# `torch.profiler` 会记下几步训练逐个运算执行了什么；在 CUDA GPU 上，还会记下 GPU 运行的每个核函数。
+# 下面这一步正是本书其余部分的做法：从主机复制一个小批量，前向、反向、更新参数，再用 `.item()` 读出损失。
+# 单元格在一次预热之后跟踪三步，先打印自身耗时（不算它调用的其他运算）最多的八行，CPU 和 GPU 上的时间分列两栏，
+# 再列出所有做复制或等待的行，不管它们排在第几。
+
+# %% tags=["nbval-ignore-output"]
+from torch.profiler import ProfilerActivity, profile
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1)).to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+inputs, targets = torch.randn(512, 64), torch.randn(512, 1)  # on the host, as a loader gives them
+
+
+def step():
+    x, y = inputs.to(device), targets.to(device)  # host-to-device copies (none on a CPU)
+    loss = nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.item()  # waits for the device, copies one number back
+
+
+step()  # warm-up, outside the trace
+on_cuda = device.type == "cuda"
+activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
+with profile(activities=activities) as trace:
+    for _ in range(3):
+        step()
+events = sorted(
+    trace.key_averages(),
+    key=lambda event: event.self_cpu_time_total + event.self_device_time_total,
+    reverse=True,
+)
+
+
+def show(rows):
+    for event in rows:
+        on_gpu = f"{event.self_device_time_total:13.0f}" if on_cuda else f"{'-':>13}"
+        print(f"{event.key[:43]:<44}{event.count:>6}{event.self_cpu_time_total:13.0f}{on_gpu}")
+
+
+print(f"{'operation or kernel':<44}{'calls':>6}{'self CPU us':>13}{'self GPU us':>13}")
+show(events[:8])
+print("copies and waits, wherever they rank:")
+show([e for e in events if any(word in e.key for word in ("copy", "Memcpy", "Sync", "item", "scalar"))])
+
+# %% [markdown]
+# 把这张表当作一份嫌疑名单来读。在 CPU 上（保存的输出正是如此），排在前面的是矩阵乘法
+# （前向的 `aten::addmm`、反向的 `aten::mm`）以及 ReLU 和损失函数的逐元素运算。
+# 这里的复制都发生在内存之内：`aten::copy_` 主要是 `addmm` 把偏置复制到输出里，
+# `aten::item` 和 `aten::_local_scalar_dense` 则是在读出损失。没有任何数据去往别的设备，
+# 也没有任何等待，因为只有一个设备。
+#
+# 在 CUDA GPU 上，预计会看到两类行。运算行（`aten::...`）仍有自身 CPU 时间，
+# 这时它是*启动*工作的开销；核函数行（名字里带 `gemm` 的矩阵乘法核函数、逐元素核函数）
+# 则带有自身 GPU 时间。复制当中，`Memcpy HtoD` 是每一步的两次输入复制，
+# `Memcpy DtoH` 是 `.item()` 读回的损失。等待则表现为一次 CUDA 运行时调用，
+# `cudaStreamSynchronize` 或 `cudaMemcpyAsync`，它的自身 CPU 时间大多是 CPU 停在那里、
+# 等 GPU 做完这一步。想看时间线而不是表格，
+# 可以用 `trace.export_chrome_trace(path)` 写出一个文件，交给 Perfetto 或 `chrome://tracing` 查看。
+#
+# ## 本课小结
+#
+# - `net.to(device)` 就地搬动模型的参数；模型在它和输入共同所在的设备上计算，两者不在一处时会明确报错。
+# - 在 `forward` 里用 `new_zeros` 或 `zeros_like` 创建的张量跟着输入走，所以模块能在任何设备上运行。
+# - 先搬模型，再建优化器，优化器的状态才会建在参数旁边。
+# - 把 `torch.device(...)` 当作上下文管理器，可以一开始就在设备上创建张量和层；`meta` 设备能在不占存储的情况下搭好模型，
+#   再用 `to_empty` 加初始化在要运行的设备上把它变成实物。
+# - 性能分析器的跟踪结果显示一步训练运行了哪些运算和核函数，复制和等待又在哪里。
+#
 # 跨设备读写模型参数，比如在 GPU 上保存、在 CPU 上加载，是[练习](08-exercises.ipynb)之一。
 # 下一篇：[07 – 小结](07-summary.ipynb)。
