@@ -4,7 +4,8 @@ The names follow the d2l book package so book code runs unchanged, but "GPU"
 means whatever accelerator ``torch.accelerator`` finds: CUDA (and ROCm, which
 reports itself as CUDA), Apple MPS (always one device), Intel XPU, ...
 ``D2L_DEVICE`` (``cpu``, ``cuda``, ``cuda:1``, ``mps``, ...) restricts what the
-helpers offer for a whole run, much like ``CUDA_VISIBLE_DEVICES``.
+helpers offer for a whole run; unlike ``CUDA_VISIBLE_DEVICES`` it neither hides
+nor renumbers GPUs for torch itself.
 """
 
 from __future__ import annotations
