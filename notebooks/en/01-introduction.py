@@ -201,9 +201,9 @@ else:
 #    and picking ones that exist.
 # 2. [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb): storing tensors on a
 #    device and copying them between devices.
-# 3. [04-gpu-memory](04-gpu-memory.ipynb): how much a GPU holds, what PyTorch
+# 3. [04 – GPU memory](04-gpu-memory.ipynb): how much a GPU holds, what PyTorch
 #    keeps of it, and running out of it.
-# 4. [05-asynchrony-and-transfers](05-asynchrony-and-transfers.ipynb): why GPU
+# 4. [05 – Asynchrony and transfers](05-asynchrony-and-transfers.ipynb): why GPU
 #    work runs ahead of Python, how to time it, and what moving data costs.
 # 5. [06 – Neural networks and GPUs](06-neural-networks-and-gpus.ipynb): putting a
 #    model on a device.
@@ -211,7 +211,8 @@ else:
 #    common mistake.
 # 7. [08 – Exercises](08-exercises.ipynb), then
 #    [09 – Beyond one machine](09-beyond-one-machine.ipynb).
-#
+
+# %% [markdown]
 # ## What this lesson showed
 #
 # - GPUs matter because their arithmetic outgrew the CPU's, but only for data

@@ -13,7 +13,7 @@
 #
 # **What you need**
 #
-# - [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb); a GPU is optional.
+# - [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb) to [05 – Asynchrony and transfers](05-asynchrony-and-transfers.ipynb); a GPU is optional.
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -284,7 +284,8 @@ show([e for e in events if any(word in e.key for word in ("copy", "Memcpy", "Syn
 # finished the step. For a timeline instead of a table,
 # `trace.export_chrome_trace(path)` writes a file that Perfetto or
 # `chrome://tracing` shows.
-#
+
+# %% [markdown]
 # ## What this lesson showed
 #
 # - `net.to(device)` moves a model's parameters in place; a model computes on

@@ -146,7 +146,8 @@ else:
 # one-copy loop to win, by more the smaller each step is. That is an
 # expectation, not a measurement: run the cell on a GPU to see the figure.
 # [Exercise 3](08-exercises.ipynb) repeats the experiment with a heavier step.
-#
+
+# %% [markdown]
 # ## What this lesson showed
 #
 # - The section fits in three rules: we choose the device, every operand of

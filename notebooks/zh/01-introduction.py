@@ -178,13 +178,14 @@ else:
 #
 # 1. [02 – 计算设备](02-computing-devices.ipynb)：怎样称呼 CPU 和各块 GPU，怎样只挑存在的设备。
 # 2. [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)：把张量存到设备上，在设备之间复制。
-# 3. [04-gpu-memory](04-gpu-memory.ipynb)：一块 GPU 能装多少，PyTorch 占住了其中多少，显存用完会怎样。
-# 4. [05-asynchrony-and-transfers](05-asynchrony-and-transfers.ipynb)：GPU 的工作为什么会跑在
+# 3. [04 – GPU 显存](04-gpu-memory.ipynb)：一块 GPU 能装多少，PyTorch 占住了其中多少，显存用完会怎样。
+# 4. [05 – 异步与传输](05-asynchrony-and-transfers.ipynb)：GPU 的工作为什么会跑在
 #    Python 前面，怎样给它计时，搬运数据要付出什么代价。
 # 5. [06 – 神经网络与 GPU](06-neural-networks-and-gpus.ipynb)：把模型放到设备上。
 # 6. [07 – 小结](07-summary.ipynb)：几条要点，以及最常见的错误。
 # 7. [08 – 练习](08-exercises.ipynb)，然后是 [09 – 走出一台机器](09-beyond-one-machine.ipynb)。
-#
+
+# %% [markdown]
 # ## 本课小结
 #
 # - GPU 之所以重要，是因为它的运算能力远远超过了 CPU，但只对已经在它显存里的数据有用。

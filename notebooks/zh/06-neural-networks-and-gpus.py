@@ -12,7 +12,7 @@
 #
 # **你需要**
 #
-# - 先读过 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)；GPU 不是必需的。
+# - 先读过 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb) 到 [05 – 异步与传输](05-asynchrony-and-transfers.ipynb)；GPU 不是必需的。
 #
 # 代码和输出与英文版相同，所以单元格打印的文字是英文。
 
@@ -263,7 +263,8 @@ show([e for e in events if any(word in e.key for word in ("copy", "Memcpy", "Syn
 # `cudaStreamSynchronize` 或 `cudaMemcpyAsync`，它的自身 CPU 时间大多是 CPU 停在那里、
 # 等 GPU 做完这一步。想看时间线而不是表格，
 # 可以用 `trace.export_chrome_trace(path)` 写出一个文件，交给 Perfetto 或 `chrome://tracing` 查看。
-#
+
+# %% [markdown]
 # ## 本课小结
 #
 # - `net.to(device)` 就地搬动模型的参数；模型在它和输入共同所在的设备上计算，两者不在一处时会明确报错。
