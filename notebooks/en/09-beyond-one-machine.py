@@ -40,9 +40,8 @@ if d2l_gpu.num_gpus() == 0:
 #
 # Inside one Python process we moved tensors between `cuda:0` and `cuda:1`
 # ourselves. Past a handful of GPUs, and certainly past one server, training
-# runs as several processes instead: one per GPU, possibly on different
-# machines, each with its own memory. PyTorch's launcher `torchrun` starts
-# them and hands every process a few environment variables:
+# runs as several processes instead: one per GPU, possibly on several machines.
+# PyTorch's launcher `torchrun` starts them and hands each a few variables:
 #
 # - `RANK`: this process's number in the whole job, `0 ... WORLD_SIZE - 1`;
 # - `WORLD_SIZE`: how many processes there are in total;
@@ -89,12 +88,10 @@ print(plain.stderr)
 # ## Lesson 1: every process owns a device
 #
 # `d2l_gpu.distributed.rank_device(LOCAL_RANK)` gives each process of a machine
-# its own GPU: local rank 0 the first, local rank 1 the second, and so on. With
-# more processes than GPUs they are taken in turn, so some processes share a GPU.
-# A launcher may also hand each process one GPU of its own by setting
-# `CUDA_VISIBLE_DEVICES` per process; then each process sees a single GPU,
-# `cuda:0`, and takes it. With no GPU, every process computes on the CPU. Here is
-# what local ranks 0 to 3 would get on this machine:
+# its own GPU: local rank 0 the first, local rank 1 the second, and so on, in turn
+# when there are more processes than GPUs. (A launcher that sets
+# `CUDA_VISIBLE_DEVICES` per process leaves each one a single GPU, `cuda:0`.)
+# With no GPU, every process computes on the CPU. Local ranks 0 to 3 here get:
 
 # %%
 print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
@@ -104,12 +101,11 @@ print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
 # between NVIDIA GPUs (over NVLink or the network), but only if every process has
 # a GPU *of its own*: two processes on one GPU make it stop with "Duplicate GPU
 # detected". `gloo` works everywhere; it takes GPU tensors too for the common
-# collectives such as `all_reduce` and `broadcast`, copying them through the CPU.
-# A process cannot see on its own whether another process uses the same GPU: `cuda:0` in
-# two processes may be one card or two. So the processes first meet in a `gloo`
-# group and swap a name for their device that is the same in every process: the
-# GPU's UUID, or `cpu`. Every process then makes the same choice from the same
-# list; processes that chose differently would wait for each other forever.
+# collectives, copying them through the CPU. A process cannot see on its own
+# whether another uses the same GPU: `cuda:0` in two processes may be one card or
+# two. So the processes first meet in a `gloo` group and swap a name for their
+# device that is the same in every process: the GPU's UUID, or `cpu`. Every
+# process then makes the same choice from the same list.
 
 # %%
 examples = {
@@ -154,17 +150,15 @@ for node in ast.parse(source).body:
 #
 # `torchrun` is a command-line program (`python -m torch.distributed.run` is the
 # same thing), so a cell starts it as a subprocess with this notebook's Python.
-# `--standalone --local-addr 127.0.0.1` keeps a job on one machine on the loopback
+# `--standalone --local-addr 127.0.0.1` keeps a one-machine job on the loopback
 # interface and a free port. Each launch gets a temporary folder as its `TMPDIR`,
-# so the log folders that torchrun writes there (`torchelastic_*`) go with it.
-# `finish()` waits for all launches of a job under one time limit; as soon as one
-# fails, or time is up, it ends every launch still running (torchrun then stops
-# its own processes) and says which launch failed, and why.
+# so the log folders torchrun writes (`torchelastic_*`) go with it. `finish()`
+# waits for all launches of a job under one time limit; when one fails, or time
+# is up, it ends every launch still running and says which one failed, and why.
 #
-# One setting matters for the timings: `torchrun` limits each process to one CPU
-# thread (`OMP_NUM_THREADS=1`), but only when it starts more than one process on
-# a machine; a single process would use every core. `start()` sets it always, so
-# that runs with different numbers of processes compare like with like.
+# `torchrun` limits each process to one CPU thread (`OMP_NUM_THREADS=1`), but only
+# when it starts more than one process on a machine; a lone process would use
+# every core. `start()` sets it always, so that timings compare like with like.
 
 # %%
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -202,7 +196,7 @@ def first_error(err):
     """The exception line of torchrun's "Root Cause", else the last one printed."""
     cause = err.partition("Root Cause")[2] or err
     found = re.findall(r"\w+(?:Error|Exception)\b.*$", cause, re.MULTILINE)
-    return found[-1] if found else "no error message"
+    return found[-1] if found else (err.strip().splitlines() or ["no error output"])[-1]
 
 
 def finish(launches, timeout=60):
@@ -318,15 +312,13 @@ finally:
 #
 # The `c10d` rendezvous waits until both servers have joined, then numbers them
 # by sorting their descriptions: first the address each gives (`--local-addr`,
-# else its host name), then the process id of its `torchrun`. So either server
-# may hold rank 0, whatever the order in which they joined; the processes are
-# then numbered server by server. `--node-rank` plays no part here (it matters
-# only with a fixed list of servers, `--rdzv-backend static`). Here both
-# "servers" are this machine: two launches with one process each, meeting at a
-# free port on 127.0.0.1. Both give the address 127.0.0.1, so the launch with the
-# lower process id gets rank 0. Both processes have local rank 0, so on a machine
-# with one GPU both take `cuda:0`; the swap of device names sees that, and they
-# use `gloo`.
+# else its host name), then the process id of its `torchrun`. The order of
+# joining plays no part, nor does `--node-rank` (it matters only with a fixed
+# list of servers, `--rdzv-backend static`); processes are then numbered server
+# by server. Here both "servers" are this machine: two launches with one process
+# each, meeting at a free port on 127.0.0.1, so the launch with the lower process
+# id gets rank 0. Both processes have local rank 0, so on a machine with one GPU
+# both take `cuda:0`; the swap of device names sees that, and they use `gloo`.
 
 # %% tags=["nbval-ignore-output"]
 with socket.socket() as s:
