@@ -207,13 +207,15 @@ def finish(launches, timeout=60):
     """
     deadline = time.monotonic() + timeout
     codes = [launch.process.poll() for launch in launches]
-    while None in codes and not any(codes) and time.monotonic() < deadline:
-        time.sleep(0.1)
-        codes = [launch.process.poll() for launch in launches]
-    for launch in launches:
-        if launch.process.poll() is None:
-            launch.process.terminate()  # torchrun ends its own processes on SIGTERM
-            launch.process.wait(timeout=60)
+    try:
+        while None in codes and not any(codes) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            codes = [launch.process.poll() for launch in launches]
+    finally:  # also when the wait itself is interrupted
+        for launch in launches:
+            if launch.process.poll() is None:
+                launch.process.terminate()  # torchrun ends its own processes on SIGTERM
+                launch.process.wait(timeout=60)
     outputs = [launch.read() for launch in launches]
     for i, code in enumerate(codes):
         if code:
@@ -230,10 +232,9 @@ def rank_lines(out, marker):
 
 
 # %% [markdown]
-# Two processes on this machine, timing two message sizes: square float32
-# matrices with sides 8 and 512, that is 256 bytes and 1 MiB. The first lines
-# show each process with its rank, its device and the backend they agreed on;
-# rank 0 then prints the timings and their ratios.
+# Two processes on this machine, timing square float32 matrices with sides 8 and
+# 512 (256 bytes and 1 MiB). Each process prints its rank, device and the backend
+# they agreed on; rank 0 then prints the timings and their ratios.
 
 # %% tags=["nbval-ignore-output"]
 with tempfile.TemporaryDirectory() as folder:
@@ -348,10 +349,10 @@ print("local ranks:", local_ranks)
 # ## When a process fails
 #
 # If one process raises, the others would wait for it forever inside their next
-# collective. `torchrun` watches its processes, stops the rest as soon as one
-# exits with an error, and prints a summary whose "Root Cause" is the failing
-# process's exception. The demo's `--fail-rank 1` makes rank 1 raise; `finish()`
-# reports it, and the log folder that torchrun left goes with the cell's folder:
+# collective. `torchrun` stops the rest as soon as one exits with an error, and
+# prints a summary whose "Root Cause" is the failing process's exception. The
+# demo's `--fail-rank 1` makes rank 1 raise; `finish()` reports it, and torchrun's
+# log folder goes with the cell's temporary folder:
 
 # %%
 with tempfile.TemporaryDirectory() as folder:

@@ -202,13 +202,15 @@ def finish(launches, timeout=60):
     """
     deadline = time.monotonic() + timeout
     codes = [launch.process.poll() for launch in launches]
-    while None in codes and not any(codes) and time.monotonic() < deadline:
-        time.sleep(0.1)
-        codes = [launch.process.poll() for launch in launches]
-    for launch in launches:
-        if launch.process.poll() is None:
-            launch.process.terminate()  # torchrun ends its own processes on SIGTERM
-            launch.process.wait(timeout=60)
+    try:
+        while None in codes and not any(codes) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            codes = [launch.process.poll() for launch in launches]
+    finally:  # also when the wait itself is interrupted
+        for launch in launches:
+            if launch.process.poll() is None:
+                launch.process.terminate()  # torchrun ends its own processes on SIGTERM
+                launch.process.wait(timeout=60)
     outputs = [launch.read() for launch in launches]
     for i, code in enumerate(codes):
         if code:
@@ -225,9 +227,8 @@ def rank_lines(out, marker):
 
 
 # %% [markdown]
-# 在这台机器上启动两个进程，计时用两种消息大小：边长为 8 和 512 的 float32 方阵，
-# 也就是 256 字节和 1 MiB。前几行显示每个进程的编号、设备，以及大家商定的后端；
-# 接着由 0 号进程打印计时结果和它们的比值。
+# 在这台机器上启动两个进程，计时用边长为 8 和 512 的 float32 方阵（256 字节和 1 MiB）。
+# 每个进程打印自己的编号、设备和大家商定的后端；接着由 0 号进程打印计时结果和它们的比值。
 
 # %% tags=["nbval-ignore-output"]
 with tempfile.TemporaryDirectory() as folder:
@@ -331,10 +332,10 @@ print("local ranks:", local_ranks)
 # %% [markdown]
 # ## 当某个进程出错
 #
-# 如果一个进程抛出异常，其他进程会在下一次集合通信里永远等它。`torchrun`
-# 监视着它启动的进程，一旦有一个以错误退出，就立即停掉其余进程，并打印一份摘要，
-# 其中的 “Root Cause” 就是出错进程的异常。演示程序的 `--fail-rank 1` 让 1 号进程
-# 抛出异常；`finish()` 报告它，torchrun 留下的日志文件夹也随本单元格的临时文件夹一起删除：
+# 如果一个进程抛出异常，其他进程会在下一次集合通信里永远等它。一旦有一个进程以错误退出，
+# `torchrun` 就立即停掉其余进程，并打印一份摘要，其中的 “Root Cause” 就是出错进程的异常。
+# 演示程序的 `--fail-rank 1` 让 1 号进程抛出异常；`finish()` 报告它，
+# torchrun 的日志文件夹也随本单元格的临时文件夹一起删除：
 
 # %%
 with tempfile.TemporaryDirectory() as folder:
