@@ -370,8 +370,8 @@ print("that folder removed:", not Path(folder).exists())
 #
 # 1. Run the demo with 1, 2 and 4 processes (`--nproc-per-node`), one CPU thread
 #    each as here. How do the times of the small and of the 1 MiB message change
-#    with the number of processes? Then let the single process use every core
-#    (leave out `OMP_NUM_THREADS`): which times change?
+#    with the number of processes? Then run one process from a terminal without
+#    `OMP_NUM_THREADS`, so that it uses every core: which times change?
 # 2. Add larger sizes (`--sizes 1024 2048`). From which size on does the
 #    `all_reduce` grow in proportion to the bytes it sends?
 # 3. On a machine with two GPUs, compare `--backend nccl` with `--backend gloo`.

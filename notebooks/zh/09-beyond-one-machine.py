@@ -352,8 +352,8 @@ print("that folder removed:", not Path(folder).exists())
 # ## 练习
 #
 # 1. 分别用 1、2、4 个进程（`--nproc-per-node`）运行演示程序，每个进程一个 CPU 线程，
-#    和这里一样。小消息和 1 MiB 消息的时间怎样随进程数变化？再让单个进程用上所有核心
-#    （去掉 `OMP_NUM_THREADS`）：哪些时间变了？
+#    和这里一样。小消息和 1 MiB 消息的时间怎样随进程数变化？再在终端里不设
+#    `OMP_NUM_THREADS` 运行单个进程，让它用上所有核心：哪些时间变了？
 # 2. 加上更大的尺寸（`--sizes 1024 2048`）。从多大开始，`all_reduce`
 #    的时间与它发送的字节数成正比增长？
 # 3. 在有两块 GPU 的机器上比较 `--backend nccl` 和 `--backend gloo`。
