@@ -193,10 +193,10 @@ def start(torchrun_options, demo_options, folder):
 
 
 def first_error(err):
-    """The exception line of torchrun's "Root Cause", else the last one printed."""
-    cause = err.partition("Root Cause")[2] or err
-    found = re.findall(r"\w+(?:Error|Exception)\b.*$", cause, re.MULTILINE)
-    return found[-1] if found else (err.strip().splitlines() or ["no error output"])[-1]
+    """The first exception printed: the process that failed first prints it before the
+    others fail in turn (torchrun's "Root Cause" compares whole seconds, and may not)."""
+    found = re.search(r"\w+(?:Error|Exception)\b.*$", err, re.MULTILINE)
+    return found[0] if found else (err.strip().splitlines() or ["no error output"])[-1]
 
 
 def finish(launches, timeout=60):
@@ -350,9 +350,9 @@ print("local ranks:", local_ranks)
 #
 # If one process raises, the others would wait for it forever inside their next
 # collective. `torchrun` stops the rest as soon as one exits with an error, and
-# prints a summary whose "Root Cause" is the failing process's exception. The
-# demo's `--fail-rank 1` makes rank 1 raise; `finish()` reports it, and torchrun's
-# log folder goes with the cell's temporary folder:
+# prints a summary of the failures. The demo's `--fail-rank 1` makes rank 1 raise;
+# `finish()` reports the first exception printed, and torchrun's log folder goes
+# with the cell's temporary folder:
 
 # %%
 with tempfile.TemporaryDirectory() as folder:

@@ -188,10 +188,10 @@ def start(torchrun_options, demo_options, folder):
 
 
 def first_error(err):
-    """The exception line of torchrun's "Root Cause", else the last one printed."""
-    cause = err.partition("Root Cause")[2] or err
-    found = re.findall(r"\w+(?:Error|Exception)\b.*$", cause, re.MULTILINE)
-    return found[-1] if found else (err.strip().splitlines() or ["no error output"])[-1]
+    """The first exception printed: the process that failed first prints it before the
+    others fail in turn (torchrun's "Root Cause" compares whole seconds, and may not)."""
+    found = re.search(r"\w+(?:Error|Exception)\b.*$", err, re.MULTILINE)
+    return found[0] if found else (err.strip().splitlines() or ["no error output"])[-1]
 
 
 def finish(launches, timeout=60):
@@ -333,8 +333,8 @@ print("local ranks:", local_ranks)
 # ## 当某个进程出错
 #
 # 如果一个进程抛出异常，其他进程会在下一次集合通信里永远等它。一旦有一个进程以错误退出，
-# `torchrun` 就立即停掉其余进程，并打印一份摘要，其中的 “Root Cause” 就是出错进程的异常。
-# 演示程序的 `--fail-rank 1` 让 1 号进程抛出异常；`finish()` 报告它，
+# `torchrun` 就立即停掉其余进程，并打印一份失败摘要。演示程序的 `--fail-rank 1`
+# 让 1 号进程抛出异常；`finish()` 报告最先打印出来的那个异常，
 # torchrun 的日志文件夹也随本单元格的临时文件夹一起删除：
 
 # %%
