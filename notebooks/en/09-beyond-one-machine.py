@@ -195,8 +195,9 @@ def start(torchrun_options, demo_options, folder):
 def first_error(err):
     """The first exception printed: the process that failed first prints it before the
     others fail in turn (torchrun's "Root Cause" compares whole seconds, and may not)."""
-    found = re.search(r"\w+(?:Error|Exception)\b.*$", err, re.MULTILINE)
-    return found[0] if found else (err.strip().splitlines() or ["no error output"])[-1]
+    # An exception line, e.g. "[rank1]: RuntimeError: ...", not a source line that raises one.
+    found = re.search(r"^(?:\[rank\d+\]:)?\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)\b.*)$", err, re.M)
+    return found[1] if found else (err.strip().splitlines() or ["no error output"])[-1]
 
 
 def finish(launches, timeout=60):
