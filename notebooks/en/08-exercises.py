@@ -261,7 +261,7 @@ methods = {
     "(c) one batched product": log_batched,
 }
 logging = {  # the check above was the warm-up
-    name: d2l_gpu.benchmark(fn, device=device, min_run_time=0.1, warmup=0)
+    name: d2l_gpu.benchmark(fn, device=device, min_run_time=0.5, warmup=0)
     for name, fn in methods.items()
 }
 for name, m in logging.items():
