@@ -278,8 +278,18 @@ def test_stored_outputs_are_short_and_name_no_machine_folder(path):
                 assert found is None, f"{_rel(path)} cell {i}: output names a folder {found[0]!r}"
 
 
-_CALQUES = re.compile(r"普通行|Python 数(?![值组据字])|中位时间|翻上|调度器|分派器|普通笔记本")
+# Words the glossary (notebooks/zh/README.md) replaces: calques, and the second
+# word of a pair where the glossary keeps one (误差棒 not 误差线, 本节 not 本章).
+_CALQUES = re.compile(
+    r"普通行|Python 数(?![值组据字])|中位时间|翻上|调度器|分派器|普通笔记本|误差线|本章"
+    r"|它所服务的计算|损失掉的是队列|成大块地搬运|结果永远是假"
+)
 _LONE_UNIT = re.compile(r"(?<!运算|计算)单元(?![格素]|测试)")
+# A CPU core is 核心; 核 alone is kept for 核函数 and 内核 (and 核对, 核实, 核查, 核算).
+_LONE_CORE = re.compile(r"(?<![内结])核(?![函心对实查算])")
+_GPU_MEMORY = re.compile(r"(?:GPU|显卡)\s*(?:的|上的)?\s*内存")
+# Half-width punctuation touching a Chinese character: Chinese prose takes ，；：！？（）.
+_HALF_WIDTH = re.compile(r"[\u4e00-\u9fff][,;:!?()]|[,;:!?()][\u4e00-\u9fff]")
 _INLINE_CODE = re.compile(r"`[^`]*`|\]\([^)]*\)")
 
 
@@ -292,11 +302,15 @@ def _glossary_problems(paragraphs: list[str]) -> list[str]:
     problems = []
     for paragraph in paragraphs:
         prose = _INLINE_CODE.sub("", paragraph)
+        where = repr(prose.strip()[:30])
         problems += [f"calque {m!r}" for m in _CALQUES.findall(prose)]
-        problems += [f"单元 without 格 in {prose[:30]!r}" for _ in _LONE_UNIT.findall(prose)]
-        problems += [f"straight or corner quote in {prose[:30]!r}" for q in '"「」' if q in prose]
+        problems += [f"单元 without 格 in {where}" for _ in _LONE_UNIT.findall(prose)]
+        problems += [f"核 for a core (write 核心) in {where}" for _ in _LONE_CORE.findall(prose)]
+        problems += [f"{m!r} for GPU memory (write 显存)" for m in _GPU_MEMORY.findall(prose)]
+        problems += [f"half-width {m!r} in Chinese prose" for m in _HALF_WIDTH.findall(prose)]
+        problems += [f"straight or corner quote in {where}" for q in '"「」' if q in prose]
         if "笔记本电脑" in prose and "笔记本" in prose.replace("笔记本电脑", ""):
-            problems.append(f"笔记本 and 笔记本电脑 in one paragraph: {prose[:30]!r}")
+            problems.append(f"笔记本 and 笔记本电脑 in one paragraph: {where}")
     return problems
 
 
@@ -305,6 +319,24 @@ def test_chinese_prose_follows_the_glossary(path):
     """The rules of notebooks/zh/README.md that a machine can check."""
     problems = _glossary_problems(_zh_paragraphs(path))
     assert not problems, f"{_rel(path)}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("path", [p for p in LESSON_SOURCES if p.parent.name == "zh"], ids=_rel)
+def test_chinese_lesson_says_at_its_start_that_outputs_are_in_english(path):
+    first = next(c.source for c in _read_source(path).cells if c.cell_type == "markdown")
+    assert "输出" in first and "英文" in first, f"{_rel(path)}: its first cell does not say so"
+
+
+def _readme_chinese_section() -> list[str]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.partition("\n## 中文简介\n")[2].partition("\n## ")[0]
+    assert section.strip(), "README.md has no '## 中文简介' section"
+    return re.split(r"\n\s*\n", section)
+
+
+def test_readme_chinese_section_follows_the_glossary():
+    problems = _glossary_problems(_readme_chinese_section())
+    assert not problems, "README.md, 中文简介: " + "; ".join(problems)
 
 
 @pytest.mark.parametrize(
@@ -319,6 +351,19 @@ def test_chinese_prose_follows_the_glossary(path):
         '所谓"传输"只是一次复制。',
         "所谓「传输」只是一次复制。",
         "没有 GPU 的笔记本电脑也能运行这个笔记本。",
+        "误差线从 q1 画到 q3。",
+        "本章讲的是 GPU。",
+        "复制引擎服务于它所服务的计算。",
+        "损失掉的是队列。",
+        "把记录成大块地搬运。",
+        "这个比较的结果永远是假。",
+        "第二个核多快被唤醒。",
+        "每次乘法只用一个核。",
+        "张量放在 GPU 内存里。",
+        "GPU 的内存不够了。",
+        "没有 GPU,也能运行。",
+        "结果是 (a) 最快:(b) 次之。",
+        "见术语表(notebooks/zh)。",
     ],
 )
 def test_the_glossary_check_catches_each_rule(paragraph):
@@ -328,7 +373,10 @@ def test_the_glossary_check_catches_each_rule(paragraph):
 def test_the_glossary_check_accepts_good_prose():
     good = '笔记本里的每个单元格都能运行；`"gpu"` 是代码。得到单元素张量里的 Python 数值和中位数。'
     units = "GPU 有成千上万个运算单元。"
-    assert _glossary_problems([good, units, "没有 GPU 的笔记本电脑也能跑。"]) == []
+    words = "本节的误差棒画出四分位距；两个 CPU 核心共用内存，GPU 有自己的显存。"
+    kernels = "启动一个核函数；Jupyter 内核重启后，核对输出（`a, b`）并核实结果：GPU (cuda) 可用。"
+    laptop = "没有 GPU 的笔记本电脑也能跑。"
+    assert _glossary_problems([good, units, words, kernels, laptop]) == []
 
 
 @pytest.mark.parametrize("text", ["/work/main/.venv/bin/python", "in /home/ada/x.py", "/tmp/abc"])
@@ -338,7 +386,8 @@ def test_the_folder_check_catches_machine_folders(text):
 
 def test_glossary_exists_and_names_each_checked_term():
     glossary = (NOTEBOOKS / "zh" / "README.md").read_text(encoding="utf-8")
-    for term in ("笔记本电脑", "单元格", "核函数", "分发器", "中位数", "锁页内存"):
+    checked = ("笔记本电脑", "单元格", "核函数", "分发器", "中位数", "锁页内存", "显存", "误差棒")
+    for term in (*checked, "核心", "本节", "驱动", "编号", "会合", "集合通信", "流"):
         assert term in glossary, f"notebooks/zh/README.md does not define {term}"
 
 

@@ -40,9 +40,8 @@ if d2l_gpu.num_gpus() == 0:
 #
 # Inside one Python process we moved tensors between `cuda:0` and `cuda:1`
 # ourselves. Past a handful of GPUs, and certainly past one server, training
-# runs as several processes instead: one per GPU, possibly on different
-# machines, each with its own memory. PyTorch's launcher `torchrun` starts
-# them and hands every process a few environment variables:
+# runs as several processes instead: one per GPU, possibly on several machines.
+# PyTorch's launcher `torchrun` starts them and hands each a few variables:
 #
 # - `RANK`: this process's number in the whole job, `0 ... WORLD_SIZE - 1`;
 # - `WORLD_SIZE`: how many processes there are in total;
@@ -55,18 +54,25 @@ if d2l_gpu.num_gpus() == 0:
 
 # %%
 import ast
+import os
+import re
 import socket
 import subprocess
 import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from d2l_gpu import distributed
 
 DEMO = Path("..", "scripts", "all_reduce_demo.py")
 if "google.colab" in sys.modules and not DEMO.is_file():  # Colab opened this notebook alone
-    repository = "https://github.com/d2l-gpu/d2l-gpu"
-    subprocess.run(["git", "clone", "--quiet", "--depth", "1", repository, "d2l-gpu"], check=True)
-    DEMO = Path("d2l-gpu", "notebooks", "scripts", "all_reduce_demo.py")
+    clone = Path("d2l-gpu")
+    if not clone.is_dir():  # a second run finds the clone of the first
+        url = "https://github.com/d2l-gpu/d2l-gpu"
+        subprocess.run(["git", "clone", "--quiet", "--depth", "1", url, str(clone)], check=True)
+    DEMO = clone / "notebooks" / "scripts" / "all_reduce_demo.py"
 print("inside torchrun:", distributed.local_rank() is not None)
 
 # %% [markdown]
@@ -82,12 +88,10 @@ print(plain.stderr)
 # ## Lesson 1: every process owns a device
 #
 # `d2l_gpu.distributed.rank_device(LOCAL_RANK)` gives each process of a machine
-# its own GPU: local rank 0 the first, local rank 1 the second, and so on. With
-# more processes than GPUs they are taken in turn, so some processes share a GPU.
-# A launcher may also hand each process one GPU of its own by setting
-# `CUDA_VISIBLE_DEVICES` per process; then each process sees a single GPU,
-# `cuda:0`, and takes it. With no GPU, every process computes on the CPU. Here is
-# what local ranks 0 to 3 would get on this machine:
+# its own GPU: local rank 0 the first, local rank 1 the second, and so on, in turn
+# when there are more processes than GPUs. (A launcher that sets
+# `CUDA_VISIBLE_DEVICES` per process leaves each one a single GPU, `cuda:0`.)
+# With no GPU, every process computes on the CPU. Local ranks 0 to 3 here get:
 
 # %%
 print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
@@ -97,12 +101,11 @@ print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
 # between NVIDIA GPUs (over NVLink or the network), but only if every process has
 # a GPU *of its own*: two processes on one GPU make it stop with "Duplicate GPU
 # detected". `gloo` works everywhere; it takes GPU tensors too for the common
-# collectives such as `all_reduce` and `broadcast`, copying them through the CPU.
-# A process cannot see on its own whether another process uses the same GPU: `cuda:0` in
-# two processes may be one card or two. So the processes first meet in a `gloo`
-# group and swap a name for their device that is the same in every process: the
-# GPU's UUID, or `cpu`. Every process then makes the same choice from the same
-# list; processes that chose differently would wait for each other forever.
+# collectives, copying them through the CPU. A process cannot see on its own
+# whether another uses the same GPU: `cuda:0` in two processes may be one card or
+# two. So the processes first meet in a `gloo` group and swap a name for their
+# device that is the same in every process: the GPU's UUID, or `cpu`. Every
+# process then makes the same choice from the same list.
 
 # %%
 examples = {
@@ -146,34 +149,82 @@ for node in ast.parse(source).body:
 # ## Launching the job from a notebook
 #
 # `torchrun` is a command-line program (`python -m torch.distributed.run` is the
-# same thing), so a cell starts it as a subprocess with this notebook's Python,
-# in a temporary folder, with a time limit: a job that waits for a partner that
-# never comes fails here instead of hanging the notebook. The processes print to
-# the same terminal in whatever order they get there, so the notebook sorts
-# their lines.
+# same thing), so a cell starts it as a subprocess with this notebook's Python.
+# `--standalone --local-addr 127.0.0.1` keeps a one-machine job on the loopback
+# interface and a free port. Each launch gets a temporary folder as its `TMPDIR`,
+# so the log folders torchrun writes (`torchelastic_*`) go with it. `finish()`
+# waits for all launches of a job under one time limit; when one fails, or time
+# is up, it ends every launch still running and says which one failed, and why.
+#
+# `torchrun` limits each process to one CPU thread (`OMP_NUM_THREADS=1`), but only
+# when it starts more than one process on a machine; a lone process would use
+# every core. `start()` sets it always, so that timings compare like with like.
 
 # %%
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+ONE_MACHINE = ["--standalone", "--local-addr", "127.0.0.1"]
+
+
+@dataclass
+class Launch:
+    """One running torchrun, and the files that collect what it prints."""
+
+    process: subprocess.Popen
+    out: IO[str]
+    err: IO[str]
+
+    def read(self):
+        """What it printed: (standard output, standard error)."""
+        texts = []
+        for file in (self.out, self.err):
+            file.seek(0)
+            texts.append(file.read())
+            file.close()
+        return texts
 
 
 def start(torchrun_options, demo_options, folder):
     """Start `torchrun OPTIONS all_reduce_demo.py OPTIONS` in `folder`; see finish()."""
     command = [*TORCHRUN, *torchrun_options, str(DEMO.resolve()), *demo_options]
-    pipe = subprocess.PIPE
-    return subprocess.Popen(command, cwd=folder, stdout=pipe, stderr=pipe, text=True)
+    env = {**os.environ, "TMPDIR": folder, "OMP_NUM_THREADS": "1"}
+    out, err = (tempfile.TemporaryFile("w+", dir=folder) for _ in range(2))
+    process = subprocess.Popen(command, cwd=folder, env=env, stdout=out, stderr=err, text=True)
+    return Launch(process, out, err)
 
 
-def finish(job, timeout=60):
-    """Wait for a job; return its standard output, or raise with its errors."""
+def first_error(err):
+    """The first exception printed: the process that failed first prints it before the
+    others fail in turn (torchrun's "Root Cause" compares whole seconds, and may not)."""
+    # An exception line, e.g. "[rank1]: RuntimeError: ...", not a source line that raises one.
+    found = re.search(r"^(?:\[rank\d+\]:)?\s*(?:[\w.]+\.)?(\w+(?:Error|Exception)\b.*)$", err, re.M)
+    return found[1] if found else (err.strip().splitlines() or ["no error output"])[-1]
+
+
+def finish(launches, timeout=60):
+    """Wait for every launch, `timeout` seconds in all; return what each printed.
+
+    A failed launch ends the others (they would wait for it forever), and so
+    does the time limit; the error names the launch that failed and its exception.
+    """
+    deadline = time.monotonic() + timeout
+    codes = [launch.process.poll() for launch in launches]
     try:
-        out, err = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        job.terminate()  # torchrun stops its worker processes on SIGTERM
-        out, err = job.communicate()
-        raise RuntimeError(f"torchrun still running after {timeout} s:\n{err}") from None
-    if job.returncode != 0:
-        raise RuntimeError(f"torchrun exited with {job.returncode}:\n{err}")
-    return out
+        while None in codes and not any(codes) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            codes = [launch.process.poll() for launch in launches]
+    finally:  # also when the wait itself is interrupted
+        for launch in launches:
+            if launch.process.poll() is None:
+                launch.process.terminate()  # torchrun ends its own processes on SIGTERM
+                launch.process.wait(timeout=60)
+    outputs = [launch.read() for launch in launches]
+    for i, code in enumerate(codes):
+        if code:
+            why = f"exited with status {code}: {first_error(outputs[i][1])}"
+            raise RuntimeError(f"launch {i} of {len(launches)} {why}")
+    if None in codes:
+        raise RuntimeError(f"launch {codes.index(None)} still running after {timeout} s: ended")
+    return [out for out, _ in outputs]
 
 
 def rank_lines(out, marker):
@@ -182,14 +233,14 @@ def rank_lines(out, marker):
 
 
 # %% [markdown]
-# Two processes on this machine, timing two message sizes: square float32
-# matrices with sides 8 and 512, that is 256 bytes and 1 MiB. The first lines
-# show each process with its rank, its device and the backend they agreed on;
-# rank 0 then prints the timings and their ratios.
+# Two processes on this machine, timing square float32 matrices with sides 8 and
+# 512 (256 bytes and 1 MiB). Each process prints its rank, device and the backend
+# they agreed on; rank 0 then prints the timings and their ratios.
 
 # %% tags=["nbval-ignore-output"]
 with tempfile.TemporaryDirectory() as folder:
-    out = finish(start(["--nproc-per-node", "2"], ["--sizes", "8", "512"], folder))
+    launch = start([*ONE_MACHINE, "--nproc-per-node", "2"], ["--sizes", "8", "512"], folder)
+    [out] = finish([launch])
 print(*rank_lines(out, "device"), sep="\n")
 print(*(line for line in out.splitlines() if not line.startswith("rank ")), sep="\n")
 
@@ -205,48 +256,71 @@ print(*rank_lines(out, "all_reduce(sum)"), sep="\n")
 #
 # For the same matrix, rank 0 timed the `all_reduce` (the sum of two matrices
 # that live in two processes) against the local sum `x + y` and the product
-# `x @ x`. Two details matter. A collective finishes only when every process has
-# joined, so `d2l_gpu.benchmark`, which decides by itself how often to call a
-# function, cannot time it: two processes would make a different number of
-# calls and one would wait forever. The demo calls it a fixed number of times,
-# lines the processes up with a barrier before each call and waits for the device
-# before reading the clock. The local operations need no partner, so
-# `d2l_gpu.benchmark` times them as usual.
+# `x @ x`. A collective finishes only when every process has joined, so
+# `d2l_gpu.benchmark`, which decides by itself how often to call a function,
+# cannot time it: two processes would make a different number of calls and one
+# would wait forever. The demo calls it a fixed number of times, lines the
+# processes up with a barrier before each call and waits for the device before
+# reading the clock.
 #
 # Read the ratios it printed. For the 256-byte matrix the `all_reduce` costs many
 # times the local sum: that is latency, the cost of waking the other process and
-# a round trip through the operating system, paid however little data there is,
-# like the many small transfers in the side notes of this section. For the 1 MiB
-# matrix the comparison changes: a product's work grows with the cube of the side
-# while the data grows only with its square, so the product catches up with the
-# communication. (`torchrun` gives each process a single CPU thread unless
-# `OMP_NUM_THREADS` says otherwise, so on a CPU each product runs on one core.)
+# a round trip through the operating system, paid however little data there is.
+# For the 1 MiB matrix the comparison changes: a product's work grows with the
+# cube of the side while the data grows only with its square, so the product
+# catches up with the communication. On GPUs with `nccl` the product becomes very
+# fast while a collective still pays a fixed start-up cost, so communication
+# dominates over a wider range of sizes.
 #
-# On GPUs with `nccl` the table is worth running yourself: the product becomes
-# very fast while a collective still pays a fixed start-up cost, so communication
-# dominates over a wider range of sizes. That is why training code sends gradients
-# in large buckets, and overlaps sending them with computing the next ones,
-# instead of sending each small tensor alone.
+# Training code does not call `all_reduce` itself. It wraps the model in
+# `torch.nn.parallel.DistributedDataParallel` (DDP), in one process per GPU as
+# here, and DDP all-reduces the gradients during `backward`: not tensor by
+# tensor, but packed into buckets of up to 25 MiB (`bucket_cap_mb`), each sent as
+# soon as its gradients are ready, while the rest of `backward` still computes.
+# A bucket of 25 MiB is 25 times the largest message above, where the fixed cost
+# is already a small part. The cell below builds DDP in a job of one process
+# (an in-memory meeting point instead of `torchrun`), so that it runs here:
+
+# %%
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+device = distributed.rank_device(0)  # what local rank 0 would take
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+try:
+    model = nn.Sequential(nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 10)).to(device)
+    ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    ddp(torch.randn(64, 1024, device=device)).sum().backward()  # gradients all-reduced here
+    grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters())
+    print(f"DDP on {device}, {dist.get_world_size()} process, backend {dist.get_backend()}")
+    print(f"gradient buckets of up to {ddp.bucket_bytes_cap / 2**20:.0f} MiB")
+    print(f"this model's gradients: {grads / 2**20:.1f} MiB per step")
+finally:
+    dist.destroy_process_group()
 
 # %% [markdown]
 # ## Two servers
 #
 # On two real servers you run the *same* command on each one; `HOST:PORT` is an
-# address of the first server that the second can reach:
+# address of the first server that the second can reach, and `join_timeout`
+# bounds how long a server waits for the other (the default is 600 s):
 #
 # ```bash
 # torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d \
-#     --rdzv-id my-job --rdzv-endpoint HOST:29500 all_reduce_demo.py
+#     --rdzv-id my-job --rdzv-endpoint HOST:29500 --rdzv-conf join_timeout=60 \
+#     all_reduce_demo.py
 # ```
 #
-# The `c10d` rendezvous waits until both servers have joined and then numbers the
-# servers, and the processes on them, in the order they joined: either server may
-# hold rank 0, and `--node-rank` plays no part (it matters only with a fixed list
-# of servers, `--rdzv-backend static`). Here both "servers" are this machine: two
-# `torchrun` launches with one process each, meeting at a free port on 127.0.0.1.
-# `--local-addr 127.0.0.1` keeps their traffic on the loopback interface. Both
-# processes have local rank 0, so on a machine with one GPU both take `cuda:0`;
-# the swap of device names sees that, and they use `gloo`.
+# The `c10d` rendezvous waits until both servers have joined, then numbers them
+# by sorting their descriptions: first the address each gives (`--local-addr`,
+# else its host name), then the process id of its `torchrun`. The order of
+# joining plays no part, nor does `--node-rank` (it matters only with a fixed
+# list of servers, `--rdzv-backend static`); processes are then numbered server
+# by server. Here both "servers" are this machine: two launches with one process
+# each, meeting at a free port on 127.0.0.1, so the launch with the lower process
+# id gets rank 0. Both processes have local rank 0, so on a machine with one GPU
+# both take `cuda:0`; the swap of device names sees that, and they use `gloo`.
 
 # %% tags=["nbval-ignore-output"]
 with socket.socket() as s:
@@ -254,13 +328,13 @@ with socket.socket() as s:
     port = s.getsockname()[1]
 two_nodes = (
     f"--nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-id two-nodes "
-    f"--rdzv-endpoint 127.0.0.1:{port} --local-addr 127.0.0.1"
-)
+    f"--rdzv-endpoint 127.0.0.1:{port} --local-addr 127.0.0.1 --rdzv-conf join_timeout=30"
+).split()
 with tempfile.TemporaryDirectory() as folder:
-    nodes = [start(two_nodes.split(), ["--sizes"], folder) for _ in range(2)]
-    node_out = [finish(node) for node in nodes]
-for launch, out in enumerate(node_out):
-    print(f"launch {launch}:", *rank_lines(out, "device"))
+    nodes = [start(two_nodes, ["--sizes", "--timeout", "30"], folder) for _ in range(2)]
+    node_out = finish(nodes)
+for i, (node, out) in enumerate(zip(nodes, node_out, strict=True)):
+    print(f"launch {i} (torchrun pid {node.process.pid}):", *rank_lines(out, "device"))
 
 # %% [markdown]
 # Each launch has a local rank 0 only, but together they form one job of two
@@ -276,27 +350,43 @@ print("local ranks:", local_ranks)
 # ## When a process fails
 #
 # If one process raises, the others would wait for it forever inside their next
-# collective. `torchrun` watches its processes, stops the rest as soon as one
-# exits with an error, and prints a summary whose "Root Cause" is the failing
-# process's traceback. Try it with the demo's `--fail-rank 1` option:
-# `torchrun --nproc-per-node 2 all_reduce_demo.py --fail-rank 1` exits with an
-# error within seconds and shows `RuntimeError: rank 1 failed on purpose`.
-#
-# ## Summary
-#
-# - `torchrun` starts one process per device and tells each its `RANK`,
-#   `WORLD_SIZE` and `LOCAL_RANK`; the same script runs on one machine or many.
-# - Every process owns a device, and the tensors it sends must already be there.
-# - The backend must suit every process: `nccl` needs a GPU of its own in each,
-#   which the processes can only find out together; `gloo` runs anywhere.
-# - A collective costs much more than the arithmetic it replaces, and small
-#   messages pay mostly for latency: send few, large messages.
-#
+# collective. `torchrun` stops the rest as soon as one exits with an error, and
+# prints a summary of the failures. The demo's `--fail-rank 1` makes rank 1 raise;
+# `finish()` reports the first exception printed, and torchrun's log folder goes
+# with the cell's temporary folder:
+
+# %%
+with tempfile.TemporaryDirectory() as folder:
+    failing = start([*ONE_MACHINE, "--nproc-per-node", "2"], ["--fail-rank", "1"], folder)
+    try:
+        finish([failing])
+    except RuntimeError as error:
+        print(f"{type(error).__name__}: {error}")
+    logs = list(Path(folder).glob("torchelastic_*"))
+    print("torchrun log folders in this cell's folder:", len(logs))
+print("that folder removed:", not Path(folder).exists())
+
+# %% [markdown]
 # ## Exercises
 #
-# 1. Run the demo with 1, 2 and 4 processes (`--nproc-per-node`). How do the
-#    times of the small and of the 1 MiB message change with the number of processes?
+# 1. Run the demo with 1, 2 and 4 processes (`--nproc-per-node`), one CPU thread
+#    each as here. How do the times of the small and of the 1 MiB message change
+#    with the number of processes? Then run one process from a terminal without
+#    `OMP_NUM_THREADS`, so that it uses every core: which times change?
 # 2. Add larger sizes (`--sizes 1024 2048`). From which size on does the
 #    `all_reduce` grow in proportion to the bytes it sends?
 # 3. On a machine with two GPUs, compare `--backend nccl` with `--backend gloo`.
 #    Which one moves the data between the cards without going through the CPU?
+#
+# ## What this lesson showed
+#
+# - `torchrun` starts one process per device and tells each its `RANK`,
+#   `WORLD_SIZE` and `LOCAL_RANK`; the same script runs on one machine or many,
+#   and the rendezvous numbers the machines by sorting them, not by arrival.
+# - Every process owns a device, and the tensors it sends must already be there.
+# - The backend must suit every process: `nccl` needs a GPU of its own in each,
+#   which the processes can only find out together; `gloo` runs anywhere.
+# - A collective costs much more than the arithmetic it replaces, and small
+#   messages pay mostly for latency; DDP therefore sends gradients in large buckets.
+# - A launcher from a notebook bounds every wait, ends every process when one
+#   fails, and leaves no folder behind.

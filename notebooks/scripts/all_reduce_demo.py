@@ -2,11 +2,13 @@
 
 Start it with torchrun, which runs one copy per process and tells each its rank:
 
-    torchrun --nproc-per-node 2 notebooks/scripts/all_reduce_demo.py [--backend auto|gloo|nccl]
+    torchrun --standalone --local-addr 127.0.0.1 --nproc-per-node 2 \
+        notebooks/scripts/all_reduce_demo.py [--backend auto|gloo|nccl]
 
 Every rank prints its device and backend, all-reduces a small tensor and checks
 the sum (a wrong sum ends the job with an error). Then rank 0 times the
 all_reduce of an n x n float32 matrix against the local x + y and x @ x.
+Run it with --help, with or without torchrun, to see the options.
 """
 
 from __future__ import annotations
@@ -21,14 +23,18 @@ def launch_hint(script: str) -> str:
         "This demo runs as several processes, one per device, and torchrun starts them.\n"
         "One machine, 2 processes:\n"
         f"  torchrun --nproc-per-node 2 {script}\n"
+        "or, kept on the loopback interface and a free port (for containers and machines\n"
+        "whose own name does not resolve):\n"
+        f"  torchrun --standalone --local-addr 127.0.0.1 --nproc-per-node 2 {script}\n"
         "Two machines (run the same command on both; HOST is an address of the first):\n"
         "  torchrun --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-id demo \\\n"
-        f"      --rdzv-endpoint HOST:29500 {script}\n"
+        f"      --rdzv-endpoint HOST:29500 --rdzv-conf join_timeout=60 {script}\n"
         "If torchrun is not on your PATH, `python -m torch.distributed.run` is the same program."
     )
 
 
-if __name__ == "__main__" and "LOCAL_RANK" not in os.environ:
+_ASKS_FOR_HELP = {"-h", "--help"}.intersection(sys.argv[1:])
+if __name__ == "__main__" and "LOCAL_RANK" not in os.environ and not _ASKS_FOR_HELP:
     # torchrun sets LOCAL_RANK in every process it starts. Without it there are no
     # partners to wait for: say how to launch at once, before importing torch.
     print(launch_hint(sys.argv[0]), file=sys.stderr)
@@ -100,9 +106,25 @@ def timing_report(me: distributed.Rank, sizes: list[int], repeats: int) -> list[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default="auto", choices=distributed.BACKENDS)
-    parser.add_argument("--sizes", type=int, nargs="*", default=[8, 64, 512], metavar="N")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog=launch_hint(sys.argv[0]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the hint's lines
+    )
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        choices=distributed.BACKENDS,
+        help="auto: nccl when every rank has a CUDA GPU of its own, else gloo",
+    )
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="*",
+        default=[8, 64, 512],
+        metavar="N",
+        help="sides of the n x n matrices to time (none: only the checked sum)",
+    )
     parser.add_argument("--repeats", type=int, default=10, help="timed calls per size (>= 2)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for ranks")
     parser.add_argument(
@@ -121,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         report = timing_report(me, args.sizes, args.repeats)
         if me.rank == 0 and report:
             say(
-                f"timing on rank 0 ({me.device}, {me.backend}, {me.world_size} ranks): "
+                f"timing on rank 0 ({me.device}, {me.backend}, {me.world_size} ranks, "
+                f"CPU threads per rank: {torch.get_num_threads()}): "
                 f"all_reduce over {args.repeats} barrier-aligned calls, x + y and x @ x "
                 "by d2l_gpu.benchmark",
                 *report,

@@ -16,6 +16,8 @@
 #
 # - 本节前面的笔记本，尤其是 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)；
 #   GPU 不是必需的：每个单元格在 CPU 上都能运行，并说明它在那里测到的是什么。
+#
+# 代码和输出与英文版相同，所以单元格打印的文字是英文。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -41,12 +43,13 @@ if d2l_gpu.num_gpus() == 0:
 # `d2l_gpu.benchmark(fn, *args, device=...)`：它先等设备做完再读时钟，先预热，
 # 再分成若干块反复调用 `fn`，返回一个 `Measurement`：其中 `median`（中位数）
 # 是每次调用的典型耗时，四分位数 `q1` 和 `q3` 框住中间一半的测量块。
-# 图中画的是中位数，误差线从 `q1` 延伸到 `q3`。
+# 图中画的是中位数，误差棒从 `q1` 延伸到 `q3`。
 #
 # 你得到的数字会与保存的输出不同，这是应该的：它们描述的是你的机器。
 # 保存的输出来自一台只有两个核心、没有 GPU 的小型共享 CPU 机器。
 
 # %%
+import os
 import pickle
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -61,6 +64,15 @@ device = d2l_gpu.try_gpu()  # the first GPU, or the CPU when there is none
 def error_bars(measurements):
     """The distances from each median down to q1 and up to q3, as plt.errorbar wants them."""
     return [[m.median - m.q1 for m in measurements], [m.q3 - m.median for m in measurements]]
+
+
+def verdict(m, base):
+    """Is m faster or slower than base? Only when the medians differ by more than the spread."""
+    if min(m.runs, base.runs) < 3:
+        return f"too few runs to judge ({min(m.runs, base.runs)})"
+    if abs(m.median - base.median) <= max(m.iqr, base.iqr):
+        return "no difference beyond the spread (IQR)"
+    return "faster" if m.median < base.median else "slower"
 
 
 # %% [markdown]
@@ -85,10 +97,15 @@ for (target, n), m in times.items():
     spread = f"{m.q1 * 1e6:,.1f} to {m.q3 * 1e6:,.1f} us"
     rate = 2 * n**3 / m.median / 1e9
     print(f"{target!s:>8} {n:>5} {m.median * 1e6:>9,.1f} us {spread:>26} {rate:>9.2f}")
+
+# %% tags=["nbval-ignore-output", "key-result"]
 if len(targets) == 2:
     for n in sizes:
-        ratio = times[targets[0], n].median / times[targets[1], n].median
-        print(f"n = {n:>4}: the {targets[1].type} product is {ratio:,.2f}x as fast as the CPU's")
+        on_cpu, on_gpu = times[targets[0], n], times[targets[1], n]
+        speed = on_cpu.median / on_gpu.median
+        print(f"n = {n:>4}: {targets[1]} is {speed:,.2f}x as fast as the CPU: {verdict(on_gpu, on_cpu)}")
+else:
+    print("no GPU: nothing to compare; with one, this cell prints the GPU/CPU ratio for each n")
 
 # %% tags=["nbval-ignore-output"]
 fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -118,9 +135,11 @@ plt.show()
 # ## 练习 2：在 GPU 上读写参数
 #
 # 保存 `state_dict`（参数张量本身，而不是 Python 对象），读回时用
-# `weights_only=True`：它只重建张量和普通容器，因此来自别处的文件无法在你的机器上
-# 执行代码。文件为每个张量记下了它被保存时所在的设备；`map_location` 告诉
-# `torch.load` 改把张量放到哪里。文件写进一个临时文件夹，用完即删。
+# `weights_only=True`：它只重建张量和普通容器，拒绝其他任何 Python 对象。
+# 这大大限制了一个来历不明的文件能做的事，但它是一道防护，不是沙箱：torch 2.6
+# 之前就有一个已知的绕过办法，能让精心构造的文件照样执行代码。所以要让 torch
+# 保持最新，并且只读取你信任的文件。文件为每个张量记下了它被保存时所在的设备；
+# `map_location` 告诉 `torch.load` 改把张量放到哪里。文件写进一个临时文件夹。
 
 # %%
 net = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
@@ -147,10 +166,11 @@ pairs = zip(net.parameters(), clone.parameters(), strict=True)
 print("the CPU copy of the model is exact:", all(torch.equal(p.cpu(), q) for p, q in pairs))
 
 # %% [markdown]
-# 不指定 `map_location` 时，每个张量都回到它原来的设备：在 GPU 上保存的模型就是
-# `cuda:0`。在没有 CUDA 的机器上，这样读取会失败。通过 `map_location` 要求读到
-# `cuda:0` 会执行同一项检查，所以在任何没有 CUDA 的机器上，下一个单元格都会显示这个错误
-# （保存的输出来自一台没有 GPU 的机器，无法从 GPU 保存）。
+# 不指定 `map_location` 时，每个张量都回到它原来的设备，比如 `cuda:0`；
+# 在没有这个设备的机器上，这样读取会失败。有 GPU 时，下一个单元格把文件读到本课所用的
+# 设备上。没有 GPU 时，它要求读到 `cuda:0`，这会执行 GPU 保存的文件会遇到的同一项检查，
+# 于是显示那个错误（保存的输出来自一台没有 GPU 的机器，无法从 GPU 保存）；
+# 如果设置了 `D2L_DEVICE`，它就跳过这一步，因为这样一问就会碰到该变量排除在外的 GPU。
 # 再把整个模型对象（而不是它的 `state_dict`）存下来，就能看到 `weights_only=True`
 # 防范的是什么。
 
@@ -158,11 +178,16 @@ print("the CPU copy of the model is exact:", all(torch.equal(p.cpu(), q) for p, 
 with tempfile.TemporaryDirectory() as folder:
     path = Path(folder) / "net.pt"
     torch.save(net.state_dict(), path)
-    try:
-        torch.load(path, map_location="cuda:0", weights_only=True)
-        print("loaded onto cuda:0: this machine has CUDA")
-    except RuntimeError as error:
-        print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
+    if device.type != "cpu":  # onto the chosen device, never onto another GPU
+        state = torch.load(path, map_location=device, weights_only=True)
+        print(f"loaded onto {device}:", sorted({str(t.device) for t in state.values()}))
+    elif os.environ.get("D2L_DEVICE"):
+        print("D2L_DEVICE is set: not asking for cuda:0, which this run must leave alone")
+    else:  # the helpers found no GPU at all, so CUDA's check fails before any data moves
+        try:
+            torch.load(path, map_location="cuda:0", weights_only=True)
+        except RuntimeError as error:
+            print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
 # %%
 with tempfile.TemporaryDirectory() as folder:
@@ -178,7 +203,7 @@ with tempfile.TemporaryDirectory() as folder:
 # 所以安全的做法是：保存 `model.state_dict()`；读取时用 `weights_only=True`
 # 并给出 `map_location`（`"cpu"`、某个设备，或者像 `{"cuda:1": "cuda:0"}`
 # 这样的映射）；然后调用 `model.load_state_dict(...)`，再把模型移到你想要的设备上。
-# 先读到 CPU 上，还能避免一个很大的检查点在 GPU 上同时占两份内存。
+# 先读到 CPU 上，还能避免一个很大的检查点在 GPU 上同时占两份显存。
 
 # %% [markdown]
 # ## 练习 3：记录 1000 次乘法结果的范数
@@ -221,20 +246,21 @@ print("norms logged:", len(norms_a), len(norms_b), len(norms_c))
 print("(b) equals (a) exactly:", torch.equal(norms_b, norms_a))
 print("(c) equals (a) to 1e-4 (relative):", torch.allclose(norms_c, norms_a, rtol=1e-4))
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "key-result"]
 methods = {
     "(a) .item() each step": log_with_item,
     "(b) log on the device": log_on_device,
     "(c) one batched product": log_batched,
 }
 logging = {  # the check above was the warm-up
-    name: d2l_gpu.benchmark(fn, device=device, min_run_time=0.1, warmup=0)
+    name: d2l_gpu.benchmark(fn, device=device, min_run_time=0.5, warmup=0)
     for name, fn in methods.items()
 }
 for name, m in logging.items():
     print(f"{name:<24} {m.median * 1e3:8.2f} ms  (q1 to q3: {m.q1 * 1e3:.2f} to {m.q3 * 1e3:.2f})")
-base = logging["(a) .item() each step"].median
-print("time relative to (a):", ", ".join(f"{m.median / base:.2f}" for m in logging.values()))
+base = logging["(a) .item() each step"]
+for name, m in list(logging.items())[1:]:
+    print(f"{name[:3]} takes {m.median / base.median:.2f}x the time of (a): {verdict(m, base)}")
 
 # %% tags=["nbval-ignore-output"]
 fig, ax = plt.subplots(figsize=(6, 3))
@@ -249,11 +275,12 @@ plt.show()
 # %% [markdown]
 # **在 CPU 上。** CPU 上的操作在调用返回时就已经完成，所以 `.item()` 只是读取一个
 # 已经在内存里的数，没有什么需要等待，(a) 几乎和任何逐次循环的写法一样快。
-# (b) 甚至可能稍慢一点：`log[i] = ...` 在每一步多做一次 PyTorch 操作（选出那个位置，
-# 把值复制进去），有它自己的调用开销，而 `.item()` 只是一次普通的读取。
+# (b) 在这里得不到好处，反而多做事：`log[i] = ...` 在每一步多做一次 PyTorch 操作
+# （选出那个位置，把值复制进去），有它自己的调用开销，而 `.item()` 只是一次普通的读取。
 # (c) 只付一次而不是 3000 次调用开销，并且交给库一个足够大的批次，可以分给所有核心；
 # 但它也要先把 1000 个乘积全部写进内存，再读回来求范数，而循环的写法让每个小乘积
-# 一直留在缓存里。在 CPU 上哪种效应占上风取决于机器：上面的单元格打印了你机器上的比值。
+# 一直留在缓存里。在 CPU 上哪种效应占上风取决于机器：上面的单元格打印了你机器上的比值，
+# 以及每个差距是否超出了四分位距。
 #
 # **在 GPU 上。** 在那里，一次调用只是把核函数*排进队列*就立即返回，所以 Python 循环
 # 可以跑在 GPU 前面。(b) 正是这样：循环把 3000 个核函数全部排进队列，GPU 一个接一个地
@@ -261,8 +288,10 @@ plt.show()
 # 算完、那四个字节传回主机。等待期间 Python 线程并不占着什么要紧的锁（PyTorch 在等待时
 # 会释放 Python 的全局解释器锁 GIL）；真正的代价是循环停止了排队新工作。结果到达时，
 # GPU 已经无事可做，只能空等 Python 准备并启动下一次乘法：如此反复一千次。
-# 可以预期在 GPU 上 (a) 比 (b) 慢好几倍，而 (c) 更快。由此得出本章最后的那条规则：
-# 把记录留在设备上，成大块地搬运。
+# 所以在 GPU 上 (a) 应当比 (b) 慢，(c) 最快。至于慢多少，这里没有哪次运行测过：
+# 两个循环都还要为启动 3000 个小核函数付出开销，这笔开销可能掩盖掉等待。
+# 上面的单元格会打印你的 GPU 上的比值和结论。由此得出本节最后的那条规则：
+# 把记录留在设备上，攒成大块再搬回主机。
 
 # %% [markdown]
 # ## 练习 4：在两块 GPU 上同时做两次乘法
@@ -309,10 +338,13 @@ elif gpus and gpus[0].type == "cuda":
         d2l_gpu.synchronize(gpus[0])
 
     def at_once():  # one product per stream: the GPU may overlap them
-        for stream, m in zip(streams, (x, y), strict=True):
-            stream.wait_stream(torch.cuda.current_stream(gpus[0]))  # x and y are ready
-            with torch.cuda.stream(stream):
-                m @ m
+        # Leaving torch.cuda.stream() makes the device that was current on entry current
+        # again (cuda:0 by default); inside torch.cuda.device(...) that is our own GPU.
+        with torch.cuda.device(gpus[0]):
+            for stream, m in zip(streams, (x, y), strict=True):
+                stream.wait_stream(torch.cuda.current_stream())  # x and y are ready
+                with torch.cuda.stream(stream):
+                    m @ m
         d2l_gpu.synchronize(gpus[0])
 
 else:
@@ -328,7 +360,7 @@ else:
         for job in [pool.submit(torch.mm, x, x), pool.submit(torch.mm, y, y)]:
             job.result()
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "key-result"]
 threads = torch.get_num_threads()
 torch.set_num_threads(1)  # one core per product; no effect on GPU products
 try:
@@ -339,7 +371,8 @@ finally:
 print(setting)
 for name, m in zip(("one after the other", "at the same time"), pair, strict=True):
     print(f"  {name:<20} {m.median * 1e3:8.3f} ms  (q1 to q3: {m.q1 * 1e3:.3f} to {m.q3 * 1e3:.3f})")
-print(f"  speed-up: {pair[0].median / pair[1].median:.2f}x (ideal with two devices: 2)")
+speed_up = pair[0].median / pair[1].median
+print(f"  speed-up: {speed_up:.2f}x (ideal with two devices: 2); at once is {verdict(*pair[::-1])}")
 
 # %% tags=["nbval-ignore-output"]
 fig, ax = plt.subplots(figsize=(7, 2.5))
@@ -357,13 +390,13 @@ plt.show()
 # 运算单元，而一次大乘法已经让它们很忙了。CPU 替身通常也达不到 2，原因在它自己：
 # 两个核心共享内存带宽和缓存，在共享的机器上，其他程序也在争用它们。
 #
-# ## 小结
+# ## 本课小结
 #
 # - GPU 在大乘法上占优，在很小的乘法上吃亏：无论大小，每次调用都要付启动的开销，
 #   读取结果时还要付等待的开销。
 # - 保存 `state_dict`，读取时用 `weights_only=True` 和 `map_location`，
 #   在 GPU 上保存的检查点就能在任何地方打开。
 # - 循环里的 `.item()` 在 CPU 上代价很小；在 GPU 上，它让循环每一步都停止排队工作。
-#   把数值留在设备上，一次搬运。
+#   把数值留在设备上，最后一次搬回。
 # - 两块 GPU 可以同时做两次乘法；一块 GPU 上的多个流或 CPU 上的多个线程是不同的实验，
 #   输出里也如实标明。
