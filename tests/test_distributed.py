@@ -178,7 +178,7 @@ def test_two_nodes_on_loopback_form_one_job_on_the_cpu(jobs):
     finished = _two_nodes(jobs, D2L_DEVICE="cpu")
     for rc, _, err in finished:
         assert rc == 0, err
-    # c10d numbers the nodes in the order they join, so either launch may hold rank 0.
+    # c10d sorts the nodes by (address, torchrun pid), so either launch may hold rank 0.
     per_node = [_sums(out) for _, out, _ in finished]
     assert all(len(sums) == 1 for sums in per_node), per_node
     assert per_node[0] | per_node[1] == {0: _expected(2), 1: _expected(2)}

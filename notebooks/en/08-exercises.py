@@ -405,7 +405,8 @@ plt.show()
 # units, which one large product already keeps busy. The CPU stand-in usually falls
 # short of 2 for reasons of its own: the two cores share memory bandwidth and
 # caches, and on a shared machine other programs compete for them.
-#
+
+# %% [markdown]
 # ## What this lesson showed
 #
 # - A GPU wins on large products and loses on tiny ones: every call pays a launch

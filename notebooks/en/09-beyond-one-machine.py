@@ -377,16 +377,16 @@ print("that folder removed:", not Path(folder).exists())
 #    `all_reduce` grow in proportion to the bytes it sends?
 # 3. On a machine with two GPUs, compare `--backend nccl` with `--backend gloo`.
 #    Which one moves the data between the cards without going through the CPU?
-#
+
+# %% [markdown]
 # ## What this lesson showed
 #
 # - `torchrun` starts one process per device and tells each its `RANK`,
-#   `WORLD_SIZE` and `LOCAL_RANK`; the same script runs on one machine or many,
-#   and the rendezvous numbers the machines by sorting them, not by arrival.
+#   `WORLD_SIZE` and `LOCAL_RANK`; the rendezvous numbers machines by sorting, not arrival.
 # - Every process owns a device, and the tensors it sends must already be there.
 # - The backend must suit every process: `nccl` needs a GPU of its own in each,
 #   which the processes can only find out together; `gloo` runs anywhere.
 # - A collective costs much more than the arithmetic it replaces, and small
 #   messages pay mostly for latency; DDP therefore sends gradients in large buckets.
-# - A launcher from a notebook bounds every wait, ends every process when one
-#   fails, and leaves no folder behind.
+# - A launcher bounds every wait, ends every process when one fails, and leaves
+#   no folder behind.

@@ -359,7 +359,8 @@ print("that folder removed:", not Path(folder).exists())
 #    的时间与它发送的字节数成正比增长？
 # 3. 在有两块 GPU 的机器上比较 `--backend nccl` 和 `--backend gloo`。
 #    哪一个在两块卡之间传数据时不经过 CPU？
-#
+
+# %% [markdown]
 # ## 本课小结
 #
 # - `torchrun` 为每个设备启动一个进程，并告诉它 `RANK`、`WORLD_SIZE` 和 `LOCAL_RANK`；
