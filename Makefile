@@ -90,17 +90,33 @@ bench: $(STAMP) ## the helpers' costs: try_gpu, Timer, benchmark() against torch
 	$(PY) tests/benchmarks/bench_overhead.py
 
 # No dependency on the venv: a borrowed GPU machine may have torch and nothing else.
-gpu-check: ## on a GPU machine: info, gpu tests, nccl demo, notebooks as scripts (< 8 min)
+gpu-check: ## on a GPU machine: every lesson against its stored outputs, GPU tests, figures (< 8 min)
 	$(GPU_PYTHON) .ci/gpu_check.py --report $(GPU_REPORT) --wheels $(GPU_WHEELS)
 
-# pytest and its dependencies as pure-Python wheels. pip judges markers by the
-# Python it runs on, so the two that Python 3.10 also needs are named outright.
-gpu-wheels: $(STAMP) ## download pytest's wheels (build/gpu-wheels) for an offline gpu-check
+# The wheels a torch-only GPU box lacks, for its Python (GPU_PYTHON_VERSION) on
+# manylinux x86_64, in sets: science (what the lessons import), tests (pytest), notebook
+# (nbval and the Jupyter kernel it drives). A box that has some already needs fewer:
+# `make gpu-wheels GPU_WHEELS_SETS=notebook`. gpu-check installs only what its Python
+# lacks. pip judges markers by the Python it runs on, so 3.10's backports are named
+# outright, and the pins (resolved on 3.11) are left to pip there.
+GPU_PYTHON_VERSION ?= 3.12
+GPU_WHEELS_SETS ?= science tests notebook
+GPU_SET_science := numpy matplotlib
+GPU_SET_tests := pytest
+GPU_SET_notebook := nbval ipykernel
+GPU_WHEELS_EXTRA := $(if $(filter 3.10,$(GPU_PYTHON_VERSION)),exceptiongroup tomli)
+GPU_WHEELS_PINS := $(if $(filter 3.10,$(GPU_PYTHON_VERSION)),,-c constraints.txt)
+gpu-wheels: $(STAMP) ## download the wheels a torch-only GPU box lacks (build/gpu-wheels)
+	@unknown="$(filter-out science tests notebook,$(GPU_WHEELS_SETS))"; \
+	if [ -n "$$unknown" ]; then echo "GPU_WHEELS_SETS: unknown set(s) $$unknown;" \
+	    "choose from: science tests notebook"; exit 2; fi
 	rm -rf $(GPU_WHEELS)
-	$(PY) -m pip download --quiet --only-binary=:all: --python-version 3.10 -c constraints.txt \
-	    --dest $(GPU_WHEELS) pytest exceptiongroup tomli
+	$(PY) -m pip download --quiet --only-binary=:all: --python-version $(GPU_PYTHON_VERSION) \
+	    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+	    --platform manylinux_2_17_x86_64 --platform linux_x86_64 $(GPU_WHEELS_PINS) \
+	    --dest $(GPU_WHEELS) $(foreach set,$(GPU_WHEELS_SETS),$(GPU_SET_$(set))) $(GPU_WHEELS_EXTRA)
 	@ls $(GPU_WHEELS)
-	@! ls $(GPU_WHEELS) | grep -v -- '-none-any\.whl$$' || { echo "not pure Python: above"; exit 1; }
+	@du -sh $(GPU_WHEELS) | sed 's/\t.*/ in all, for Python $(GPU_PYTHON_VERSION) ($(GPU_WHEELS_SETS))/'
 
 constraints: ## re-pin constraints.txt from a fresh resolve (then review the diff)
 	rm -rf $(VENV)-pin && $(PYTHON) -m venv $(VENV)-pin
