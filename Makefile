@@ -107,9 +107,9 @@ GPU_SET_notebook := nbval ipykernel
 GPU_WHEELS_EXTRA := $(if $(filter 3.10,$(GPU_PYTHON_VERSION)),exceptiongroup tomli)
 GPU_WHEELS_PINS := $(if $(filter 3.10,$(GPU_PYTHON_VERSION)),,-c constraints.txt)
 gpu-wheels: $(STAMP) ## download the wheels a torch-only GPU box lacks (build/gpu-wheels)
-	@unknown="$(filter-out science tests notebook,$(GPU_WHEELS_SETS))"; \
-	if [ -n "$$unknown" ]; then echo "GPU_WHEELS_SETS: unknown set(s) $$unknown;" \
-	    "choose from: science tests notebook"; exit 2; fi
+	$(if $(filter-out science tests notebook,$(GPU_WHEELS_SETS)),$(error GPU_WHEELS_SETS: \
+	    unknown set(s) $(filter-out science tests notebook,$(GPU_WHEELS_SETS)); choose from: \
+	    science tests notebook))
 	rm -rf $(GPU_WHEELS)
 	$(PY) -m pip download --quiet --only-binary=:all: --python-version $(GPU_PYTHON_VERSION) \
 	    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \

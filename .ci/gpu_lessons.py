@@ -50,7 +50,9 @@ def exception_line(output: str) -> str:
     lines = [line.strip() for line in output.splitlines() if line.strip()]
     pattern = re.compile(r"^(?:\[rank\d+\]:\s*)?((?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b.*)$")
     for line in reversed(lines):
-        if match := pattern.match(line):
+        match = pattern.match(line)
+        # torchrun's own ChildFailedError only says that a rank failed; the rank says why.
+        if match and "ChildFailedError" not in match.group(1):
             return match.group(1)[:200]
     meaningful = [line for line in lines if not set(line) <= set("=-*+ ")]
     return meaningful[-1][:200] if meaningful else "no output"
