@@ -407,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--only: unknown check(s) {sorted(unknown)}; choose from {list(CHECKS)}")
     if args.lesson_timeout <= 0 or args.budget <= 0:
         parser.error("--lesson-timeout and --budget must be positive numbers of seconds")
+    # Absolute: lessons run in their own folders and write their record there.
+    args.report, args.wheels = args.report.resolve(), args.wheels.resolve()
     args.report.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(args.report / "executed", ignore_errors=True)
 
