@@ -280,7 +280,10 @@ def check_lesson(runner: Runner, script: Path, env: dict, mode: str, limit: floa
         executed = runner.report / "executed" / script.parent.name
         record = executed / f"{script.stem}.json"
         record.unlink(missing_ok=True)
-        env = {**env, gpu_lessons.FOLDER_VARIABLE: str(executed)}
+        # The kernel draws figures inline, as when the outputs were stored; Agg would
+        # leave a plt.show() cell without its figure.
+        env = {k: v for k, v in env.items() if k != "MPLBACKEND"}
+        env[gpu_lessons.FOLDER_VARIABLE] = str(executed)
         env["PYTHONPATH"] = os.pathsep.join([str(CI), env["PYTHONPATH"]])
         args = gpu_lessons.nbval_args(notebook, cell_timeout=limit)
         code, seconds, output = runner.run(args, log, limit, cwd=script.parent, env=env)
@@ -354,7 +357,8 @@ def run_checks(args: argparse.Namespace, runner: Runner, rows: list[dict]):
         if group not in args.only:
             results.append(Result(name, "skipped", "not selected (--only)"))
         elif runner.time_left() < 5:
-            results.append(Result(name, "failed", f"time budget of {args.budget:.0f} s spent"))
+            why = f"time budget of {args.budget:.0f} s spent (--budget, GPU_BUDGET)"
+            results.append(Result(name, "failed", why))
         else:
             results.append(check())
             print(results[-1].line(), flush=True)
