@@ -307,7 +307,10 @@ def prepare_wheels(runner: Runner, wheels: Path) -> Result:
         return Result("carried wheels", "failed", problem, seconds)
     runner.env = gpu_wheels.with_site(runner.env, site)
     if installed:
-        why = f"installed {len(installed)} into {site}: {', '.join(installed)}"
+        shown = ", ".join(installed[:8]) + (
+            f" and {len(installed) - 8} more" if len(installed) > 8 else ""
+        )
+        why = f"installed {len(installed)} into {site}: {shown} (list in wheels-install.log)"
         return Result("carried wheels", "passed", why, seconds)
     if any(wheels.rglob("*.whl")):
         return Result("carried wheels", "passed", "this Python has every one already", seconds)

@@ -476,3 +476,24 @@ def test_d2l_device_cpu_row_runs_the_helpers_and_reads_cuda_state():
     row = figures.cpu_only_row()
     assert row["hard"] and row["verdict"] == "meets", row
     assert row["value"] == "initialised: False, contexts on: none"
+
+
+def test_the_tests_collect_on_python_3_10_with_tomli(tmp_path):
+    """Python 3.10 has no tomllib; tests/repository.py then reads pyproject with tomli."""
+    (tmp_path / "tomli.py").write_text(
+        "def loads(text):\n    return {'tool': {'d2l_gpu': {'read by': 'tomli'}}}\n"
+    )
+    code = (
+        "import sys; sys.modules['tomllib'] = None\n"  # what 3.10 lacks
+        "from tests.repository import TOOL; print(TOOL)\n"
+    )
+    path = os.pathsep.join([str(tmp_path), str(ROOT)])
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": path},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "{'read by': 'tomli'}"
