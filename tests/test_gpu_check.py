@@ -415,7 +415,7 @@ def test_carried_wheels_install_privately_and_only_what_this_python_lacks(tmp_pa
     result = gpu_check.prepare_wheels(runner, wheels)
     site = tmp_path / "report" / "site"
     assert result.status == "passed", result.why
-    assert result.why == f"installed 1 into {site}: demo-pkg"
+    assert result.why == f"installed 1 into {site}: demo-pkg (list in wheels-install.log)"
     assert runner.env["PYTHONPATH"].split(os.pathsep)[0] == str(site)
     code = "import demo_pkg, pytest; print(demo_pkg.VALUE, pytest.__version__ != '0.0.1')"
     out = subprocess.run(
