@@ -21,7 +21,7 @@ CI = Path(__file__).resolve().parent
 ROOT = CI.parent
 SANITIZE = ROOT / "tests" / "nbval-sanitize.cfg"
 KEY_TAG = "key-result"
-# Where gpu_nbval_plugin writes each lesson as executed (read by the plugin itself).
+# Names the folder where gpu_nbval_plugin writes each lesson as executed.
 FOLDER_VARIABLE = "D2L_GPU_CHECK_EXECUTED"
 KEY_LINES = 6  # a key result is a few lines; more would drown the table
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from gpu_lessons import FOLDER_VARIABLE
 
-FOLDER = "D2L_GPU_CHECK_EXECUTED"
 _cells: dict[Path, list[dict]] = {}
 
 
@@ -41,7 +41,7 @@ def pytest_runtest_makereport(item, call):
             "outcome": report.outcome,
             "message": message,
             "outputs": None if outputs is None else [dict(o) for o in outputs],
-            "skipped_by_tag": report.skipped,
+            "skipped": report.skipped,
         }
     )
 
@@ -54,7 +54,7 @@ def _error_line(outputs: list[dict] | None) -> str:
 
 
 def pytest_sessionfinish(session):
-    folder = os.environ.get(FOLDER)
+    folder = os.environ.get(FOLDER_VARIABLE)
     if not folder:
         return
     for path, cells in _cells.items():
@@ -74,7 +74,7 @@ def pytest_sessionfinish(session):
             {**{k: v for k, v in r.items() if k != "outputs"}, "error": _error_line(r["outputs"])}
             for r in cells
         ]
-        kept = all(r["outputs"] is not None for r in cells if not r["skipped_by_tag"])
+        kept = all(r["outputs"] is not None for r in cells if not r["skipped"])
         (out / f"{path.stem}.json").write_text(
             json.dumps({"cells": summary, "outputs_kept": kept, "code_cells": len(code)}),
             encoding="utf-8",
