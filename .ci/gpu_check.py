@@ -271,7 +271,7 @@ def check_lesson(runner: Runner, script: Path, env: dict, mode: str, limit: floa
     """One lesson: through nbval (mode "nbval"), or as a plain script."""
     name = f"lesson {script.parent.name}/{script.stem}"
     watched = [script.parent, ROOT / "notebooks"]
-    before = gpu_lessons._files_under(watched)
+    before = gpu_lessons.files_under(watched)
     log = f"lessons/{script.parent.name}-{script.stem}.log"
     if mode == "nbval":
         notebook = script.with_suffix(".ipynb")

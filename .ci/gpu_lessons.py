@@ -32,7 +32,8 @@ class Outcome:
     why: str
 
 
-def _files_under(folders: list[Path]) -> set[Path]:
+def files_under(folders: list[Path]) -> set[Path]:
+    """Every file below ``folders``: compared before and after, what a lesson left."""
     return {
         p
         for folder in folders
@@ -132,7 +133,7 @@ def judge_script(code: int | None, seconds: float, output: str, compared: bool) 
 
 
 def left_behind(before: set[Path], folders: list[Path], cwd: Path) -> list[str]:
-    return sorted(os.path.relpath(p, cwd) for p in _files_under(folders) - before)
+    return sorted(os.path.relpath(p, cwd) for p in files_under(folders) - before)
 
 
 def key_results(executed: Path) -> list[tuple[str, str]]:
