@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
 import shutil
 import signal
@@ -135,7 +134,7 @@ def probe(runner: Runner) -> dict | None:
     code, _, output = runner.run(["-c", PROBE], "probe.log", LIMITS["probe"])
     if code != 0:
         return None
-    return json.loads(output.strip().splitlines()[-1])
+    return gpu_lessons.last_json(output)
 
 
 def listed_gpus(device_files: tuple[str, ...] = DEVICE_FILES) -> list[str]:
@@ -181,7 +180,7 @@ def check_figures(runner: Runner, rows: list[dict]) -> Result:
     code, seconds, output = runner.run(args, "figures.log", LIMITS["figures"])
     if code != 0:
         return _failure(name, code, seconds, output)
-    rows += json.loads(output.strip().splitlines()[-1])
+    rows += gpu_lessons.last_json(output)
     if all(r["verdict"] == "no GPU" for r in rows):
         return Result(name, "skipped", "no GPU: nothing to measure", seconds)
     missed = [r["what"] for r in rows if r["hard"] and r["verdict"] == "misses"]

@@ -59,6 +59,18 @@ def exception_line(output: str) -> str:
     return meaningful[-1][:200] if meaningful else "no output"
 
 
+def last_json(output: str):
+    """The last line of ``output`` that parses as JSON: a child prints its answer last,
+    but a warning at exit (stderr is merged) may still follow it."""
+    for line in reversed(output.splitlines()):
+        if line.strip()[:1] in ("{", "["):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    raise ValueError(f"no JSON line in the output: {output.strip()[-200:]!r}")
+
+
 def nbval_args(notebook: Path, cell_timeout: float) -> list[str]:
     return [
         "-m",

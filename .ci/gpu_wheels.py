@@ -8,11 +8,12 @@ has is left out (its own numpy stays in charge), the rest go into one folder wit
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Callable
 from pathlib import Path
+
+from gpu_lessons import last_json
 
 # The distributions this Python already has (normalized names), as one JSON list.
 INSTALLED = (
@@ -42,7 +43,7 @@ def install(run: RunPython, wheels: Path, site: Path) -> tuple[list[str], str]:
     code, _, output = run(["-c", INSTALLED], "wheels-installed.log", 60)
     if code != 0:
         return [], f"could not list this Python's packages: {output.strip()[-200:]}"
-    have = set(json.loads(output.strip().splitlines()[-1]))
+    have = set(last_json(output))
     needed = [w for w in found if distribution(w) not in have]
     if not needed:
         return [], ""

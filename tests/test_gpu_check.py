@@ -497,3 +497,11 @@ def test_the_tests_collect_on_python_3_10_with_tomli(tmp_path):
         check=True,
     )
     assert out.stdout.strip() == "{'read by': 'tomli'}"
+
+
+def test_a_childs_answer_is_found_past_a_warning_printed_at_exit():
+    lessons = _load("gpu_lessons")
+    output = 'starting\n{"count": 1}\n/x.py:3: UserWarning: {late\n'
+    assert lessons.last_json(output) == {"count": 1}
+    with pytest.raises(ValueError, match="no JSON line in the output"):
+        lessons.last_json("Traceback ...\nRuntimeError: boom\n")
