@@ -16,6 +16,9 @@ NOTEBOOK_SOURCES := $(wildcard notebooks/en/*.py notebooks/zh/*.py)
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 GPU_REPORT ?= build/gpu-check
 GPU_WHEELS ?= build/gpu-wheels
+# Seconds for the whole gpu-check: one 8-minute command on a borrowed GPU machine,
+# with room to spare; a slow or shared CPU machine may need more.
+GPU_BUDGET ?= 460
 NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 \
          --nbval-sanitize-with tests/nbval-sanitize.cfg -p no:cacheprovider
 
@@ -80,17 +83,34 @@ bench: $(STAMP) ## the helpers' costs: try_gpu, Timer, benchmark() against torch
 	$(PY) tests/benchmarks/bench_overhead.py
 
 # No dependency on the venv: a borrowed GPU machine may have torch and nothing else.
-gpu-check: ## on a GPU machine: info, gpu tests, nccl demo, notebooks as scripts (< 8 min)
-	$(GPU_PYTHON) .ci/gpu_check.py --report $(GPU_REPORT) --wheels $(GPU_WHEELS)
+gpu-check: ## on a GPU machine: every lesson against its stored outputs, GPU tests, figures (< 8 min)
+	$(GPU_PYTHON) .ci/gpu_check.py --report $(GPU_REPORT) --wheels $(GPU_WHEELS) \
+	    --budget $(GPU_BUDGET)
 
-# pytest and its dependencies as pure-Python wheels. pip judges markers by the
-# Python it runs on, so the two that Python 3.10 also needs are named outright.
-gpu-wheels: $(STAMP) ## download pytest's wheels (build/gpu-wheels) for an offline gpu-check
+# The wheels a torch-only GPU box lacks, for its Python (GPU_PYTHON_VERSION) on
+# manylinux x86_64, in sets: science (what the lessons import), tests (pytest), notebook
+# (nbval and the Jupyter kernel it drives). A box that has some already needs fewer:
+# `make gpu-wheels GPU_WHEELS_SETS=notebook`. gpu-check installs only what its Python
+# lacks. pip judges markers by the Python it runs on, so 3.10's backports are named
+# outright, and the pins (resolved on 3.11) are left to pip there.
+GPU_PYTHON_VERSION ?= 3.12
+GPU_WHEELS_SETS ?= science tests notebook
+GPU_SET_science := numpy matplotlib
+GPU_SET_tests := pytest
+GPU_SET_notebook := nbval ipykernel
+GPU_WHEELS_EXTRA := $(if $(filter 3.10,$(GPU_PYTHON_VERSION)),exceptiongroup tomli)
+GPU_WHEELS_PINS := $(if $(filter 3.10,$(GPU_PYTHON_VERSION)),,-c constraints.txt)
+gpu-wheels: $(STAMP) ## download the wheels a torch-only GPU box lacks (build/gpu-wheels)
+	$(if $(filter-out science tests notebook,$(GPU_WHEELS_SETS)),$(error GPU_WHEELS_SETS: \
+	    unknown set(s) $(filter-out science tests notebook,$(GPU_WHEELS_SETS)); choose from: \
+	    science tests notebook))
 	rm -rf $(GPU_WHEELS)
-	$(PY) -m pip download --quiet --only-binary=:all: --python-version 3.10 -c constraints.txt \
-	    --dest $(GPU_WHEELS) pytest exceptiongroup tomli
+	$(PY) -m pip download --quiet --only-binary=:all: --python-version $(GPU_PYTHON_VERSION) \
+	    --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+	    --platform manylinux_2_17_x86_64 --platform linux_x86_64 $(GPU_WHEELS_PINS) \
+	    --dest $(GPU_WHEELS) $(foreach set,$(GPU_WHEELS_SETS),$(GPU_SET_$(set))) $(GPU_WHEELS_EXTRA)
 	@ls $(GPU_WHEELS)
-	@! ls $(GPU_WHEELS) | grep -v -- '-none-any\.whl$$' || { echo "not pure Python: above"; exit 1; }
+	@du -sh $(GPU_WHEELS) | sed 's/\t.*/ in all, for Python $(GPU_PYTHON_VERSION) ($(GPU_WHEELS_SETS))/'
 
 constraints: ## re-pin constraints.txt from a fresh resolve (then review the diff)
 	rm -rf $(VENV)-pin && $(PYTHON) -m venv $(VENV)-pin

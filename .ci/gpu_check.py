@@ -2,49 +2,62 @@
 """Run everything that needs a GPU, on a borrowed GPU machine, and summarize it.
 
 Needs only Python and torch (no Jupyter, no network): `make gpu-check`, or from
-the repository root `python3 .ci/gpu_check.py`. It runs, each with a time limit:
-`python -m d2l_gpu info`; the gpu-marked tests (pytest from this Python, else
-unpacked from the wheel folder `make gpu-wheels` fills); the torchrun
-all-reduce demo on nccl, one rank per CUDA GPU whatever D2L_DEVICE says; every
-notebook source as a plain script in its own folder (on the devices D2L_DEVICE allows).
-Logs go to the report folder; the last lines say, per check, passed / failed /
-skipped and why. Exits 1 if a check failed, else 0 (a machine without a GPU
-skips what needs one).
+the repository root `python3 .ci/gpu_check.py`. The wheels `make gpu-wheels`
+carried are installed into the report folder, only those this Python lacks.
+Then, each with a time limit: fail at once if the machine lists a GPU torch
+cannot see; `python -m d2l_gpu info`; figures (clocks, benchmark(), transfers,
+matrix products); the tests that take a GPU path; the torchrun all-reduce demo
+on nccl, one rank per CUDA GPU; every lesson through nbval against its stored
+outputs (kept as executed in the report folder). The summary says, per check,
+passed / failed / skipped and why, then the figures with their goals and each
+lesson's key results. Exits 1 if a check failed, else 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
-import json
 import os
-import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_lessons  # noqa: E402
+import gpu_wheels  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-CHECKS = ("info", "tests", "torchrun", "notebooks")
+CI = ROOT / ".ci"
+CHECKS = ("info", "figures", "tests", "torchrun", "notebooks")
 DEMO = Path("notebooks/scripts/all_reduce_demo.py")
+# The test files whose tests take a GPU path when there is one, run whole; elsewhere
+# only the gpu-marked tests.
+GPU_PATH_TESTS = ("tests/test_distributed.py", "tests/test_report.py", "tests/test_cli.py")
 # Seconds each kind of check may take; all of them share --budget.
-LIMITS = {"probe": 60, "info": 60, "tests": 240, "notebook": 150, "torchrun": 180}
+LIMITS = {"probe": 60, "info": 60, "figures": 90, "tests": 200, "notebook": 150, "torchrun": 120}
+# Where a Linux machine shows NVIDIA and AMD GPUs, whatever torch makes of them.
+DEVICE_FILES = ("/dev/nvidia0", "/dev/kfd")
+HIDING = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 PROBE = """
 import json, torch
 acc = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
 print(json.dumps({
     "torch": torch.__version__,
+    "cuda_build": torch.version.cuda,
+    "hip_build": getattr(torch.version, "hip", None),
     "kind": acc.type if acc else None,
     "count": torch.accelerator.device_count() if acc else 0,
     "cuda": torch.cuda.device_count() if torch.cuda.is_available() else 0,
 }))
 """
+NOTEBOOK_STACK = "import pytest, nbval, ipykernel, nbformat"
 
 
 @dataclass
@@ -111,22 +124,47 @@ class Runner:
         return code, seconds, output
 
 
-def _last_line(output: str) -> str:
-    lines = [line for line in output.strip().splitlines() if line.strip()]
-    return lines[-1].strip()[:200] if lines else "no output"
-
-
 def _failure(name: str, code: int | None, seconds: float, output: str) -> Result:
     if code is None:
         return Result(name, "failed", f"timed out after {seconds:.0f} s", seconds)
-    return Result(name, "failed", f"exit {code}: {_last_line(output)}", seconds)
+    return Result(name, "failed", f"exit {code}: {gpu_lessons.exception_line(output)}", seconds)
 
 
 def probe(runner: Runner) -> dict | None:
     code, _, output = runner.run(["-c", PROBE], "probe.log", LIMITS["probe"])
     if code != 0:
         return None
-    return json.loads(output.strip().splitlines()[-1])
+    return gpu_lessons.last_json(output)
+
+
+def listed_gpus(device_files: tuple[str, ...] = DEVICE_FILES) -> list[str]:
+    """What the machine itself shows of its GPUs: `nvidia-smi -L` lines, device files."""
+    found = []
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            run = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+            found += [line.strip() for line in run.stdout.splitlines() if line.startswith("GPU")]
+        except (OSError, subprocess.TimeoutExpired):
+            pass  # a hung or broken nvidia-smi proves nothing either way
+    return found + [path for path in device_files if os.path.exists(path)]
+
+
+def check_hardware(machine: dict, env: dict, device_files: tuple[str, ...] = DEVICE_FILES):
+    """A failed Result when the machine has a GPU that torch cannot see, else None."""
+    if machine["count"]:
+        return None
+    hidden = [name for name in HIDING if env.get(name, "unset").strip() in ("", "-1")]
+    listed = listed_gpus(device_files)
+    if not listed or hidden:
+        return None  # no GPU, or one the user hid on purpose
+    why = (
+        f"this machine lists {'; '.join(listed)}, but torch {machine['torch']} "
+        f"(built for CUDA {machine['cuda_build'] or 'none'}, HIP {machine['hip_build'] or 'none'}) "
+        "sees no GPU: a CPU-only torch wheel, a driver too old for this build, or a carried "
+        ".venv (make install pins a CPU torch); run with a Python whose torch sees the GPU"
+    )
+    return Result("GPU hardware", "failed", why)
 
 
 def check_info(runner: Runner) -> Result:
@@ -136,44 +174,22 @@ def check_info(runner: Runner) -> Result:
     return _failure("info", code, seconds, output)
 
 
-def unpack_wheels(wheels: Path, site: Path) -> list[str]:
-    """Unpack pure-Python wheels into ``site`` (an import path); return their names.
-
-    Unpacking is all a pure-Python wheel needs to be importable, so this works
-    where pip cannot install (no network, a Python the user keeps untouched).
-    """
-    shutil.rmtree(site, ignore_errors=True)
-    site.mkdir(parents=True)
-    names = []
-    for wheel in sorted(wheels.glob("*.whl")):
-        if not wheel.name.endswith("-none-any.whl"):
-            continue  # compiled for some Python; pytest needs none of those
-        with zipfile.ZipFile(wheel) as archive:
-            archive.extractall(site)
-        names.append(wheel.name)
-    return names
-
-
-def _pytest_env(runner: Runner, wheels: Path) -> tuple[dict | None, str]:
-    """An environment whose Python imports pytest, and where pytest came from."""
-    code, _, _ = runner.run(["-c", "import pytest"], "pytest-probe.log", 30)
-    if code == 0:
-        return runner.env, "this Python's pytest"
-    if not any(wheels.glob("*.whl")):
-        return None, (
-            f"pytest is not installed and {wheels} holds no wheels: run `make gpu-wheels` "
-            "on a machine with network and copy that folder here"
-        )
-    site = runner.report / "pytest-site"
-    unpack_wheels(wheels, site)
-    env = dict(runner.env, PYTHONPATH=os.pathsep.join([str(site), runner.env["PYTHONPATH"]]))
-    code, _, output = runner.run(["-c", "import pytest"], "pytest-probe.log", 30, env=env)
+def check_figures(runner: Runner, rows: list[dict]) -> Result:
+    name = "figures"
+    args = [str(CI / "gpu_figures.py")]
+    code, seconds, output = runner.run(args, "figures.log", LIMITS["figures"])
     if code != 0:
-        return None, f"pytest from {wheels} does not import: {_last_line(output)}"
-    return env, f"pytest from {wheels}"
+        return _failure(name, code, seconds, output)
+    rows += gpu_lessons.last_json(output)
+    if all(r["verdict"] == "no GPU" for r in rows):
+        return Result(name, "skipped", "no GPU: nothing to measure", seconds)
+    missed = [r["what"] for r in rows if r["hard"] and r["verdict"] == "misses"]
+    if missed:
+        return Result(name, "failed", f"missed the goal: {'; '.join(missed)}", seconds)
+    return Result(name, "passed", f"{len(rows)} figures, table below", seconds)
 
 
-def _gpu_test_files() -> list[str]:
+def _gpu_marked_files() -> list[str]:
     files = sorted((ROOT / "tests").glob("test_*.py"))
     return [str(f.relative_to(ROOT)) for f in files if "pytest.mark.gpu" in f.read_text("utf-8")]
 
@@ -186,57 +202,41 @@ def _junit_counts(path: Path) -> dict[str, int]:
     return {key: int(suite.get(key, 0)) for key in ("tests", "skipped", "failures", "errors")}
 
 
-def check_tests(runner: Runner, wheels: Path, machine: dict) -> Result:
+def check_tests(runner: Runner, machine: dict) -> Result:
     name = "gpu tests"
-    env, source = _pytest_env(runner, wheels)
-    if env is None:
-        return Result(name, "skipped", source)
-    junit = runner.report / "gpu-tests.xml"
-    junit.unlink(missing_ok=True)
-    args = ["-m", "pytest", "-m", "gpu", "-q", "-rs", "-p", "no:cacheprovider"]
-    args += ["--junitxml", str(junit), *_gpu_test_files()]
-    code, seconds, output = runner.run(args, "gpu-tests.log", LIMITS["tests"], env=env)
-    if code != 0 or not junit.is_file():
-        return _failure(name, code, seconds, output)
-    n = _junit_counts(junit)
-    ran = n["tests"] - n["skipped"]
-    if not machine["count"]:
-        why = f"no GPU: all {n['tests']} gpu-marked tests skipped ({source} works)"
-        return Result(name, "skipped", why, seconds)
-    return Result(name, "passed", f"{ran} passed, {n['skipped']} skipped ({source})", seconds)
-
-
-def _files_under(folders: list[Path]) -> set[Path]:
-    return {
-        p
-        for folder in folders
-        for p in folder.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts
-    }
-
-
-def _missing_module(output: str) -> str | None:
-    """The third-party module a script lacked, if that is why it stopped."""
-    match = re.search(r"^ModuleNotFoundError: No module named '([\w.]+)'\s*$", output, re.M)
-    if match and match.group(1).split(".")[0] not in ("d2l_gpu", "torch"):
-        return match.group(1)
-    return None
-
-
-def check_notebook(runner: Runner, script: Path) -> Result:
-    name = f"notebook {script.parent.name}/{script.name}"
-    watched = [script.parent, ROOT / "notebooks"]
-    before = _files_under(watched)
-    log = f"notebooks/{script.parent.name}-{script.stem}.log"
-    code, seconds, output = runner.run([script.name], log, LIMITS["notebook"], cwd=script.parent)
-    left = sorted(os.path.relpath(p, script.parent) for p in _files_under(watched) - before)
-    if code != 0 and (module := _missing_module(output)):
-        return Result(name, "skipped", f"needs the {module!r} package, not installed", seconds)
+    code, _, output = runner.run(["-c", "import pytest"], "pytest-probe.log", 60)
     if code != 0:
-        return _failure(name, code, seconds, output)
-    if left:
-        return Result(name, "failed", f"left files behind: {', '.join(left)}", seconds)
-    return Result(name, "passed", seconds=seconds)
+        why = f"pytest does not import ({gpu_lessons.exception_line(output)}): make gpu-wheels"
+        return Result(name, "failed", why)
+    # With a GPU: the files whose tests take a GPU path, whole, then the gpu-marked rest.
+    runs = [("gpu-tests", ["-m", "gpu", *_gpu_marked_files()])]
+    if machine["count"]:
+        rest = [f for f in _gpu_marked_files() if f not in GPU_PATH_TESTS]
+        runs = [("gpu-path-tests", list(GPU_PATH_TESTS))]
+        runs += [("gpu-tests", ["-m", "gpu", *rest])] if rest else []
+    total = {"tests": 0, "skipped": 0}
+    seconds = 0.0
+    for log, selection in runs:
+        junit = runner.report / f"{log}.xml"
+        junit.unlink(missing_ok=True)
+        args = ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--junitxml", str(junit)]
+        code, took, output = runner.run(args + selection, f"{log}.log", LIMITS["tests"])
+        seconds += took
+        if code != 0 or not junit.is_file():
+            return _failure(name, code, seconds, output)
+        counts = _junit_counts(junit)
+        total = {key: total[key] + counts[key] for key in total}
+    ran = total["tests"] - total["skipped"]
+    if not machine["count"]:
+        why = f"no GPU: all {total['tests']} gpu-marked tests skipped (pytest works)"
+        return Result(name, "skipped", why, seconds)
+    return Result(name, "passed", f"{ran} passed, {total['skipped']} skipped", seconds)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def check_torchrun(runner: Runner, machine: dict) -> Result:
@@ -244,20 +244,79 @@ def check_torchrun(runner: Runner, machine: dict) -> Result:
     if not machine["cuda"]:
         return Result(name, "skipped", "no CUDA GPU: nccl needs one")
     if not (ROOT / DEMO).is_file():
-        return Result(name, "skipped", f"{DEMO} not found")
+        return Result(name, "failed", f"{DEMO} not found")
     n = machine["cuda"]
-    args = ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(n)]
-    args += [str(DEMO), "--backend", "nccl"]
+    # One node on loopback: rank 0 would otherwise publish socket.getfqdn(), which often
+    # does not resolve in containers, and older torch would take port 29500 as given.
+    args = ["-m", "torch.distributed.run", "--nnodes", "1", "--nproc-per-node", str(n)]
+    args += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+    args += ["--local-addr", "127.0.0.1", str(DEMO), "--backend", "nccl"]
     # One rank per CUDA GPU: with D2L_DEVICE=cuda:1 (or cpu) every rank would take the
     # same device (or none), and the demo would rightly refuse nccl.
     env = {k: v for k, v in runner.env.items() if k != "D2L_DEVICE"}
     code, seconds, output = runner.run(args, "torchrun.log", LIMITS["torchrun"], env=env)
-    if code == 0:
-        return Result(name, "passed", f"{n} rank(s)", seconds)
-    return _failure(name, code, seconds, output)
+    if code != 0:
+        return _failure(name, code, seconds, output)
+    if n == 1:
+        why = (
+            "1 rank: nccl initialises, no traffic between GPUs; "
+            "several GPUs: not verifiable on this machine"
+        )
+        return Result(name, "passed", why, seconds)
+    return Result(name, "passed", f"{n} ranks, one per GPU, all-reduce over nccl", seconds)
 
 
-def run_checks(args: argparse.Namespace, runner: Runner) -> tuple[str, list[Result]]:
+def check_lesson(runner: Runner, script: Path, env: dict, mode: str, limit: float) -> Result:
+    """One lesson: through nbval (mode "nbval"), or as a plain script."""
+    name = f"lesson {script.parent.name}/{script.stem}"
+    watched = [script.parent, ROOT / "notebooks"]
+    before = gpu_lessons.files_under(watched)
+    log = f"lessons/{script.parent.name}-{script.stem}.log"
+    if mode == "nbval":
+        notebook = script.with_suffix(".ipynb")
+        if not notebook.is_file():
+            return Result(name, "failed", f"no stored outputs: {notebook.name} not found")
+        executed = runner.report / "executed" / script.parent.name
+        record = executed / f"{script.stem}.json"
+        record.unlink(missing_ok=True)
+        # The kernel draws figures inline, as when the outputs were stored; Agg would
+        # leave a plt.show() cell without its figure.
+        env = {k: v for k, v in env.items() if k != "MPLBACKEND"}
+        env[gpu_lessons.FOLDER_VARIABLE] = str(executed)
+        env["PYTHONPATH"] = os.pathsep.join([str(CI), env["PYTHONPATH"]])
+        args = gpu_lessons.nbval_args(notebook, cell_timeout=limit)
+        code, seconds, output = runner.run(args, log, limit, cwd=script.parent, env=env)
+        outcome = gpu_lessons.judge_nbval(notebook, code, seconds, output, record)
+    else:
+        code, seconds, output = runner.run([script.name], log, limit, cwd=script.parent, env=env)
+        outcome = gpu_lessons.judge_script(code, seconds, output, compared=mode == "scripts")
+    left = gpu_lessons.left_behind(before, watched, script.parent)
+    if left and outcome.status == "passed":
+        return Result(name, "failed", f"left files behind: {', '.join(left)}", seconds)
+    return Result(name, outcome.status, outcome.why, seconds)
+
+
+def prepare_wheels(runner: Runner, wheels: Path) -> Result:
+    site = runner.report / "site"
+    shutil.rmtree(site, ignore_errors=True)
+    tik = time.monotonic()
+    installed, problem = gpu_wheels.install(runner.run, wheels, site)
+    seconds = time.monotonic() - tik
+    if problem:
+        return Result("carried wheels", "failed", problem, seconds)
+    runner.env = gpu_wheels.with_site(runner.env, site)
+    if installed:
+        shown = ", ".join(installed[:8]) + (
+            f" and {len(installed) - 8} more" if len(installed) > 8 else ""
+        )
+        why = f"installed {len(installed)} into {site}: {shown} (list in wheels-install.log)"
+        return Result("carried wheels", "passed", why, seconds)
+    if any(wheels.rglob("*.whl")):
+        return Result("carried wheels", "passed", "this Python has every one already", seconds)
+    return Result("carried wheels", "skipped", f"none in {wheels}")
+
+
+def run_checks(args: argparse.Namespace, runner: Runner, rows: list[dict]):
     machine = probe(runner)
     if machine is None:
         log = runner.report / "probe.log"
@@ -266,38 +325,61 @@ def run_checks(args: argparse.Namespace, runner: Runner) -> tuple[str, list[Resu
     header = f"torch {machine['torch']}, {gpus}, Python {sys.version.split()[0]}"
     if "D2L_DEVICE" in runner.env:  # the lessons run on what it names
         header += f", D2L_DEVICE={runner.env['D2L_DEVICE']}"
+    unseen = check_hardware(machine, runner.env)
+    if unseen:  # every later step would run on the CPU and prove nothing
+        return header, [unseen]
+
+    results = [prepare_wheels(runner, args.wheels)]
+    print(results[-1].line(), flush=True)
+    mode = "scripts" if args.as_scripts else "nbval"
+    if mode == "nbval":
+        code, _, _ = runner.run(["-c", NOTEBOOK_STACK], "nbval-probe.log", 60)
+        mode = "nbval" if code == 0 else "uncompared"
+    limit = args.lesson_timeout
 
     planned: list[tuple[str, str, Callable[[], Result]]] = [
-        ("info", "info", lambda: check_info(runner))
+        ("info", "info", lambda: check_info(runner)),
+        ("figures", "figures", lambda: check_figures(runner, rows)),
+        ("tests", "gpu tests", lambda: check_tests(runner, machine)),
+        # Before the lessons: one short command, and the one check no CPU run can stand
+        # in for, so a budget the lessons use up never skips it.
+        ("torchrun", "torchrun nccl demo", lambda: check_torchrun(runner, machine)),
     ]
-    planned.append(("tests", "gpu tests", lambda: check_tests(runner, args.wheels, machine)))
-    # Before the lessons: one short command, and the one check no CPU run can stand in for,
-    # so a budget the lessons use up never skips it.
-    planned.append(("torchrun", "torchrun nccl demo", lambda: check_torchrun(runner, machine)))
     found = (glob.glob(str(ROOT / pattern)) for pattern in args.notebooks)
     scripts = sorted({Path(p).resolve() for paths in found for p in paths})
     if not scripts:
-        planned.append(
-            (
-                "notebooks",
-                "notebooks",
-                lambda: Result("notebooks", "failed", f"no file matches {args.notebooks}"),
-            )
-        )
+        why = f"no file matches {args.notebooks}"
+        planned.append(("notebooks", "lessons", lambda: Result("lessons", "failed", why)))
     for script in scripts:
-        name = f"notebook {script.parent.name}/{script.name}"
-        planned.append(("notebooks", name, lambda s=script: check_notebook(runner, s)))
+        name = f"lesson {script.parent.name}/{script.stem}"
+        check = lambda s=script: check_lesson(runner, s, runner.env, mode, limit)  # noqa: E731
+        planned.append(("notebooks", name, check))
 
-    results = []
     for group, name, check in planned:
         if group not in args.only:
             results.append(Result(name, "skipped", "not selected (--only)"))
         elif runner.time_left() < 5:
-            results.append(Result(name, "skipped", f"time budget of {args.budget:.0f} s spent"))
+            why = f"time budget of {args.budget:.0f} s spent (--budget, GPU_BUDGET)"
+            results.append(Result(name, "failed", why))
         else:
             results.append(check())
             print(results[-1].line(), flush=True)
     return header, results
+
+
+def table(rows: list[dict], keys: list[tuple[str, str]]) -> list[str]:
+    """The closing table: each figure with its goal, then the lessons' key results."""
+    lines = ["", "figures (what was measured, the goal it is held to, verdict):"]
+    if not rows:
+        lines.append("  not measured (figures not selected or failed)")
+    width = max((len(r["what"]) for r in rows), default=0)
+    for r in rows:
+        lines.append(f"  {r['what']:<{width}}  {r['value']}  | goal {r['goal']}: {r['verdict']}")
+    lines += ["", "key results (cells tagged key-result, as executed in this run):"]
+    if not keys:
+        lines.append("  none: no executed lesson has a cell tagged key-result")
+    lines += [f"  {lesson}: {line}" for lesson, line in keys]
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,23 +396,46 @@ def main(argv: list[str] | None = None) -> int:
         "--notebooks",
         nargs="+",
         default=["notebooks/en/*.py", "notebooks/zh/*.py"],
-        help="glob patterns of notebook sources to run, relative to the repository",
+        help="glob patterns of lesson sources (.py; their .ipynb holds the stored outputs)",
     )
-    parser.add_argument("--budget", type=float, default=480, help="seconds for the whole run")
+    parser.add_argument(
+        "--as-scripts",
+        action="store_true",
+        help="run the lessons as plain scripts without comparing outputs (a quicker look)",
+    )
+    parser.add_argument(
+        "--lesson-timeout", type=float, default=LIMITS["notebook"], help="seconds per lesson"
+    )
+    parser.add_argument("--budget", type=float, default=460, help="seconds for the whole run")
     args = parser.parse_args(argv)
     unknown = set(args.only) - set(CHECKS)
     if unknown:
         parser.error(f"--only: unknown check(s) {sorted(unknown)}; choose from {list(CHECKS)}")
+    if args.lesson_timeout <= 0 or args.budget <= 0:
+        parser.error("--lesson-timeout and --budget must be positive numbers of seconds")
+    # Absolute: lessons run in their own folders and write their record there.
+    args.report, args.wheels = args.report.resolve(), args.wheels.resolve()
     args.report.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(args.report / "executed", ignore_errors=True)
 
+    tik = time.monotonic()
     runner = Runner(args.report, args.budget)
-    header, results = run_checks(args, runner)
+    rows: list[dict] = []
+    header, results = run_checks(args, runner, rows)
+    keys = gpu_lessons.key_results(args.report / "executed")
     lines = [f"gpu-check summary: {header}; logs in {args.report}"]
     lines += [r.line() for r in results]
+    lines += table(rows, keys)
+    failed = sum(r.status == "failed" for r in results)
+    lines += [
+        "",
+        f"{'FAILED' if failed else 'passed'}: {failed} check(s) failed, "
+        f"{time.monotonic() - tik:.0f} s in all",
+    ]
     summary = "\n".join(lines)
     (args.report / "summary.txt").write_text(summary + "\n", encoding="utf-8")
     print("\n" + summary)
-    return 1 if any(r.status == "failed" for r in results) else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
-"""`make gpu-check` (.ci/gpu_check.py) on this machine: what it runs, skips and reports."""
+"""`make gpu-check` (.ci/gpu_check.py) on this machine: what it runs, compares and reports."""
 
 import importlib.util
+import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -18,27 +20,41 @@ SCRIPT = ROOT / ".ci" / "gpu_check.py"
 NO_GPU = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
 
 
-def _load_gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
+def _load(name: str):
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(name, SCRIPT.parent / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules.setdefault(spec.name, module)  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
     return module
 
 
-def run_gpu_check(report: Path, *args: str, timeout: float = 180):
-    env = {**os.environ, **NO_GPU}
+def run_gpu_check(report: Path, *args: str, env: dict | None = None, script: Path = SCRIPT):
+    env = {**os.environ, **NO_GPU, **(env or {})}
     env.pop("D2L_DEVICE", None)
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--report", str(report), *args],
+        [sys.executable, str(script), "--report", str(report), *args],
         capture_output=True,
         text=True,
         env=env,
-        cwd=ROOT,
-        timeout=timeout,
+        cwd=script.parents[1],
+        timeout=600,
     )
-    summary = (report / "summary.txt").read_text(encoding="utf-8").splitlines()
-    return result, summary
+    # A relative report folder is relative to the repository the script is in.
+    summary = (script.parents[1] / report / "summary.txt").read_text(encoding="utf-8")
+    return result, summary.splitlines()
+
+
+def _lines(summary: list[str]) -> dict[str, str]:
+    """Check lines by their name: 'passed   lesson en/x (1.0 s): why' -> 'lesson en/x'."""
+    lines = {}
+    for line in summary[1:]:
+        if line[:8].strip() in ("passed", "failed", "skipped"):
+            lines[line[9:].split(" (")[0].split(":")[0]] = line
+    return lines
 
 
 @pytest.fixture
@@ -48,21 +64,148 @@ def no_mps():
 
 
 def test_without_a_gpu_it_runs_what_it_can_and_says_what_it_skipped(tmp_path, no_mps):
-    result, summary = run_gpu_check(tmp_path, "--only", "info,tests,torchrun")
+    args = ["--only", "info,figures,tests,torchrun", "--wheels", str(tmp_path / "none")]
+    result, summary = run_gpu_check(tmp_path, *args)
     assert result.returncode == 0, result.stdout + result.stderr
     assert summary[0].startswith("gpu-check summary: torch ") and ", no GPU, " in summary[0]
     lines = summary[1:]
-    assert lines[0].startswith("passed   info (")
-    assert lines[1].startswith("skipped  gpu tests (")
-    assert "no GPU: all " in lines[1] and "gpu-marked tests skipped" in lines[1]
+    assert lines[0] == f"skipped  carried wheels: none in {tmp_path / 'none'}"
+    assert lines[1].startswith("passed   info (")
+    assert lines[2].startswith("skipped  figures (") and lines[2].endswith(
+        "no GPU: nothing to measure"
+    )
+    assert lines[3].startswith("skipped  gpu tests (")
+    assert "no GPU: all " in lines[3] and "gpu-marked tests skipped" in lines[3]
     # The nccl demo runs before the lessons, so their time budget can never skip it.
-    assert lines[2] == "skipped  torchrun nccl demo: no CUDA GPU: nccl needs one"
-    notebooks = lines[3:]
-    assert len(notebooks) == len(LESSON_SOURCES)
-    assert all(line.endswith(": not selected (--only)") for line in notebooks)
-    assert all(line.startswith("skipped  notebook ") for line in notebooks)
+    assert lines[4] == "skipped  torchrun nccl demo: no CUDA GPU: nccl needs one"
+    lessons = lines[5 : 5 + len(LESSON_SOURCES)]
+    assert all(line.startswith("skipped  lesson ") for line in lessons)
+    assert all(line.endswith(": not selected (--only)") for line in lessons)
+    # The closing table names each figure with its goal, and says "no GPU", not a number.
+    table = "\n".join(summary)
+    for what in (
+        "Timer / CUDA events",
+        "unsynchronized clock",
+        "benchmark(): empty call",
+        "host-to-device, pinned",
+        "bfloat16 matmul",
+        "D2L_DEVICE=cpu: CUDA untouched",
+    ):
+        assert f"{what}" in table
+    figures = [line for line in summary if "| goal " in line]
+    assert len(figures) == 9 and all(line.endswith(": no GPU") for line in figures)
+    assert "  no GPU  | goal 0.99-1.01: no GPU" in table
+    assert summary[-1].startswith("passed: 0 check(s) failed, ")
     assert "cpu" in (tmp_path / "info.txt").read_text(encoding="utf-8")
     assert result.stdout.rstrip().endswith("\n".join(summary))
+
+
+def _notebook(cells: list[tuple[str, str, list[str]]]) -> dict:
+    """A stored notebook: (code, stored stdout, tags) per code cell."""
+    return {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": i + 1,
+                "id": f"c{i}",
+                "metadata": {"tags": tags},
+                "outputs": [{"name": "stdout", "output_type": "stream", "text": [out]}]
+                if out
+                else [],
+                "source": [code],
+            }
+            for i, (code, out, tags) in enumerate(cells)
+        ],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+
+
+def _lesson(folder: Path, name: str, cells) -> None:
+    (folder / f"{name}.py").write_text("# a lesson's source; its .ipynb is what is run\n")
+    (folder / f"{name}.ipynb").write_text(json.dumps(_notebook(cells)), encoding="utf-8")
+
+
+def test_each_lesson_is_compared_by_nbval_and_kept_as_executed(tmp_path, no_mps):
+    folder = tmp_path / "lessons"
+    folder.mkdir()
+    _lesson(
+        folder,
+        "changed",
+        [("print(1)", "1\n", []), ("print(2)", "3\n", []), ("print(4)", "5\n", [])],
+    )
+    _lesson(folder, "broken", [("print(1)", "1\n", []), ("import not_a_real_package", "", [])])
+    _lesson(
+        folder,
+        "keyed",
+        [
+            ("print('on', 'cuda:0')", "on cpu\n", []),  # the same output, by the sanitizer
+            ("import time; print(time.time())", "0\n", ["nbval-ignore-output", "key-result"]),
+            ("print('GPU/CPU ratio: 1.0')", "GPU/CPU ratio: 1.0\n", ["key-result"]),
+            ("raise SystemExit('never run')", "", ["nbval-skip"]),
+        ],
+    )
+    (folder / "unstored.py").write_text("print('no .ipynb next to me')\n")
+    args = ["--only", "notebooks", "--notebooks", str(folder / "*.py")]
+    result, summary = run_gpu_check(tmp_path / "report", *args, "--wheels", str(tmp_path))
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = _lines(summary)
+    assert lines["lesson lessons/changed"].endswith(
+        ": differs from the stored outputs at code cell 1 (print(2))"
+    )
+    assert lines["lesson lessons/broken"].endswith(
+        ": INCOMPLETE: code cell 1 (import not_a_real_package): "
+        "ModuleNotFoundError: No module named 'not_a_real_package'"
+    )
+    assert lines["lesson lessons/keyed"].endswith(
+        ": matches the stored outputs (4 cells, 1 skipped by tag)"
+    )
+    assert lines["lesson lessons/unstored"].endswith(
+        ": no stored outputs: unstored.ipynb not found"
+    )
+    # Key results: the tagged cells' output as executed in this run, not as stored.
+    keys = [line for line in summary if line.startswith("  lessons/keyed: ")]
+    assert len(keys) == 2 and keys[0] != "  lessons/keyed: 0", keys
+    assert float(keys[0].split(": ")[1]) > 1e9  # time.time() of this run
+    assert keys[1] == "  lessons/keyed: GPU/CPU ratio: 1.0"
+    executed = json.loads((tmp_path / "report/executed/lessons/changed.ipynb").read_text())
+    outputs = [cell["outputs"][0]["text"] for cell in executed["cells"]]
+    assert ["".join(t) for t in outputs] == ["1\n", "2\n", "4\n"]
+    skipped = json.loads((tmp_path / "report/executed/lessons/keyed.ipynb").read_text())
+    assert skipped["cells"][3]["outputs"] == [] and skipped["cells"][3]["execution_count"] is None
+
+
+def test_a_changed_stored_output_in_a_copy_of_the_repository_fails_naming_the_lesson(tmp_path):
+    """The real lesson, the real sanitizer: one stored line changed makes the run fail."""
+    copy = tmp_path / "repo"
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, copy / name)
+    stored = copy / "notebooks/en/02-computing-devices.ipynb"
+    notebook = json.loads(stored.read_text(encoding="utf-8"))
+    code = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    number, cell = next(
+        (i, c)
+        for i, c in enumerate(code)
+        if "nbval-ignore-output" not in c["metadata"].get("tags", [])
+        and any(out.get("output_type") == "stream" for out in c["outputs"])
+    )
+    stream = next(out for out in cell["outputs"] if out.get("output_type") == "stream")
+    stream["text"] = ["a line no run of this lesson prints\n"]
+    stored.write_text(json.dumps(notebook), encoding="utf-8")
+    # A report folder given relative to the repository, as `make gpu-check` gives it.
+    args = ["--only", "notebooks", "--notebooks", "notebooks/en/02-*.py", "--wheels", "none"]
+    result, summary = run_gpu_check(Path("build/report"), *args, script=copy / ".ci/gpu_check.py")
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = _lines(summary)["lesson en/02-computing-devices"]
+    assert line.startswith("failed   lesson en/02-computing-devices (")
+    assert f": differs from the stored outputs at code cell {number} (" in line
+    assert summary[-1].startswith("FAILED: 1 check(s) failed")
 
 
 SCRIPTS = {
@@ -70,27 +213,111 @@ SCRIPTS = {
     "fail.py": "raise ValueError('boom')\n",
     "needs.py": "import surely_not_an_installed_module\n",
     "litter.py": "open('left.txt', 'w').close()\n",
-    "slow.py": "import time\ntime.sleep(60)\n",
 }
 
 
-def test_each_notebook_script_gets_one_honest_line(tmp_path, no_mps):
+def test_each_lesson_run_as_a_script_gets_one_honest_line(tmp_path, no_mps):
     folder = tmp_path / "lessons"
     folder.mkdir()
     for name, code in SCRIPTS.items():
         (folder / name).write_text(code, encoding="utf-8")
-    args = ["--only", "notebooks", "--notebooks", str(folder / "*.py"), "--budget", "12"]
+    args = ["--only", "notebooks", "--notebooks", str(folder / "*.py"), "--as-scripts"]
+    result, summary = run_gpu_check(tmp_path / "report", *args, "--wheels", str(tmp_path))
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = _lines(summary)
+    assert lines["lesson lessons/pass"].endswith(
+        ": ran to its end as a script (outputs not compared: --as-scripts)"
+    )
+    assert lines["lesson lessons/fail"].endswith(": INCOMPLETE: exit 1: ValueError: boom")
+    # A missing package is no excuse: the lesson did not run to its end.
+    assert lines["lesson lessons/needs"].endswith(
+        ": INCOMPLETE: exit 1: ModuleNotFoundError: "
+        "No module named 'surely_not_an_installed_module'"
+    )
+    assert lines["lesson lessons/litter"].endswith(": left files behind: left.txt")
+    assert (tmp_path / "report" / "lessons" / "lessons-fail.log").is_file()
+
+
+def test_a_lesson_past_its_time_limit_is_ended_and_fails(tmp_path, no_mps):
+    folder = tmp_path / "lessons"
+    folder.mkdir()
+    (folder / "slow.py").write_text("import time\ntime.sleep(600)\n", encoding="utf-8")
+    args = ["--only", "notebooks", "--notebooks", str(folder / "*.py"), "--as-scripts"]
+    args += ["--lesson-timeout", "3", "--wheels", str(tmp_path)]
     result, summary = run_gpu_check(tmp_path / "report", *args)
     assert result.returncode == 1, result.stdout + result.stderr
-    lines = {line.split(" (")[0].split(":")[0]: line for line in summary[1:]}
-    assert lines["passed   notebook lessons/pass.py"]
-    assert lines["failed   notebook lessons/fail.py"].endswith(": exit 1: ValueError: boom")
-    assert lines["skipped  notebook lessons/needs.py"].endswith(
-        ": needs the 'surely_not_an_installed_module' package, not installed"
+    assert "INCOMPLETE: timed out after " in _lines(summary)["lesson lessons/slow"]
+
+
+def test_without_nbval_a_lesson_that_runs_still_fails_as_not_compared(tmp_path, no_mps):
+    folder = tmp_path / "lessons"
+    folder.mkdir()
+    (folder / "fine.py").write_text("print('fine')\n", encoding="utf-8")
+    hide = tmp_path / "hide"
+    (hide / "nbval").mkdir(parents=True)
+    (hide / "nbval" / "__init__.py").write_text("raise ImportError('nbval hidden by the test')\n")
+    path = os.pathsep.join(p for p in (str(hide), os.environ.get("PYTHONPATH")) if p)
+    args = ["--only", "notebooks", "--notebooks", str(folder / "*.py"), "--wheels", str(tmp_path)]
+    result, summary = run_gpu_check(tmp_path / "report", *args, env={"PYTHONPATH": path})
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert _lines(summary)["lesson lessons/fine"].endswith(
+        ": ran to its end as a script, but was not compared with its stored outputs: "
+        "nbval does not import here (carry it: make gpu-wheels)"
     )
-    assert lines["failed   notebook lessons/litter.py"].endswith(": left files behind: left.txt")
-    assert "timed out after" in lines["failed   notebook lessons/slow.py"]
-    assert (tmp_path / "report" / "notebooks" / "lessons-fail.log").is_file()
+
+
+def _fake_nvidia_smi(folder: Path) -> Path:
+    folder.mkdir(exist_ok=True)
+    smi = folder / "nvidia-smi"
+    smi.write_text('#!/bin/sh\necho "GPU 0: NVIDIA H200 (UUID: GPU-1234)"\n', encoding="utf-8")
+    smi.chmod(0o755)
+    return folder
+
+
+MACHINE = {"torch": "2.13.0+cpu", "cuda_build": None, "hip_build": None, "count": 0, "cuda": 0}
+
+
+def test_a_gpu_the_machine_lists_but_torch_cannot_see_fails(tmp_path, monkeypatch):
+    gpu_check = _load("gpu_check")
+    env = {k: v for k, v in os.environ.items() if k not in gpu_check.HIDING}
+    monkeypatch.setenv("PATH", f"{_fake_nvidia_smi(tmp_path / 'bin')}{os.pathsep}/usr/bin:/bin")
+    result = gpu_check.check_hardware(MACHINE, env, device_files=())
+    assert result.status == "failed" and result.name == "GPU hardware"
+    assert "lists GPU 0: NVIDIA H200 (UUID: GPU-1234), but torch 2.13.0+cpu " in result.why
+    assert "(built for CUDA none, HIP none) sees no GPU" in result.why
+    # Hidden on purpose, or seen by torch: nothing to complain about.
+    assert gpu_check.check_hardware(MACHINE, {**env, "CUDA_VISIBLE_DEVICES": ""}, ()) is None
+    assert gpu_check.check_hardware({**MACHINE, "count": 1}, env, ()) is None
+
+
+def test_a_gpu_device_file_without_nvidia_smi_also_counts(tmp_path, monkeypatch):
+    gpu_check = _load("gpu_check")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi here
+    device = tmp_path / "kfd"
+    device.touch()
+    result = gpu_check.check_hardware({**MACHINE, "hip_build": "6.4"}, {}, (str(device),))
+    assert result.status == "failed" and f"lists {device}, but torch " in result.why
+    assert "HIP 6.4" in result.why
+    assert gpu_check.check_hardware(MACHINE, {}, (str(tmp_path / "absent"),)) is None
+
+
+def test_the_whole_run_stops_at_once_on_a_gpu_torch_cannot_see(tmp_path):
+    if torch.accelerator.is_available():
+        pytest.skip("torch sees a GPU here; the two tests above cover the rule")
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES",)}
+    env["PATH"] = f"{_fake_nvidia_smi(tmp_path / 'bin')}{os.pathsep}{env['PATH']}"
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--report", str(tmp_path / "report")],
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in env.items() if k not in ("HIP_VISIBLE_DEVICES", "D2L_DEVICE")},
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    summary = (tmp_path / "report/summary.txt").read_text().splitlines()
+    assert summary[1].startswith("failed   GPU hardware: this machine lists GPU 0: NVIDIA H200")
+    assert summary[-1].startswith("FAILED: 1 check(s) failed")
 
 
 def test_an_unknown_check_is_refused_with_the_choices(tmp_path):
@@ -101,17 +328,15 @@ def test_an_unknown_check_is_refused_with_the_choices(tmp_path):
         timeout=60,
     )
     assert result.returncode == 2
-    assert "unknown check(s) ['gpu']; choose from ['info', 'tests', 'torchrun', 'notebooks']" in (
-        result.stderr
-    )
+    choices = "['info', 'figures', 'tests', 'torchrun', 'notebooks']"
+    assert f"unknown check(s) ['gpu']; choose from {choices}" in result.stderr
 
 
 @pytest.mark.parametrize("override", ["cuda:1", "cpu"])
-def test_nccl_demo_takes_one_rank_per_cuda_gpu_whatever_d2l_device_says(
-    tmp_path, monkeypatch, override
-):
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_nccl_demo_takes_one_rank_per_cuda_gpu_on_loopback(tmp_path, monkeypatch, override, gpus):
     """On two GPUs with D2L_DEVICE=cuda:1 both ranks would take cuda:1 and nccl would refuse."""
-    gpu_check = _load_gpu_check()
+    gpu_check = _load("gpu_check")
     monkeypatch.setenv("D2L_DEVICE", override)
     runner = gpu_check.Runner(tmp_path, budget=60)
     calls = []
@@ -121,35 +346,116 @@ def test_nccl_demo_takes_one_rank_per_cuda_gpu_whatever_d2l_device_says(
         return 0, 1.5, "rank 0/2: ...\n"
 
     monkeypatch.setattr(runner, "run", fake_run)
-    result = gpu_check.check_torchrun(runner, {"cuda": 2})
-    assert (result.status, result.why) == ("passed", "2 rank(s)")
+    result = gpu_check.check_torchrun(runner, {"cuda": gpus})
+    assert result.status == "passed"
+    if gpus == 1:
+        assert result.why == (
+            "1 rank: nccl initialises, no traffic between GPUs; "
+            "several GPUs: not verifiable on this machine"
+        )
+    else:
+        assert result.why == "2 ranks, one per GPU, all-reduce over nccl"
     [(args, env)] = calls
-    assert args[args.index("--nproc-per-node") + 1] == "2" and args[-2:] == ["--backend", "nccl"]
+    assert args[args.index("--nproc-per-node") + 1] == str(gpus)
+    assert args[args.index("--local-addr") + 1] == "127.0.0.1"
+    host, port = args[args.index("--rdzv-endpoint") + 1].split(":")
+    assert host == "127.0.0.1" and int(port) not in (0, 29500)
+    assert args[-2:] == ["--backend", "nccl"]
     assert "D2L_DEVICE" not in env
     assert env["PYTHONPATH"] == runner.env["PYTHONPATH"]  # d2l_gpu still imports
     assert runner.env["D2L_DEVICE"] == override  # the lessons still run where it says
 
 
-def test_pure_python_wheels_unpack_into_an_import_path(tmp_path):
+TORCHRUN_FAILURE = """\
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "all_reduce_demo.py", line 40, in <module>
+[rank0]: RuntimeError: Numpy is not available
+E1203 18:00:00.000 torch/distributed/elastic/multiprocessing/api.py:882] failed (exitcode: 1)
+Traceback (most recent call last):
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+notebooks/scripts/all_reduce_demo.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+============================================================
+"""
+
+
+def test_a_torchrun_failure_shows_the_exception_not_the_banner(tmp_path, monkeypatch):
+    gpu_check = _load("gpu_check")
+    runner = gpu_check.Runner(tmp_path, budget=60)
+    monkeypatch.setattr(runner, "run", lambda *a, **k: (1, 2.0, TORCHRUN_FAILURE))
+    result = gpu_check.check_torchrun(runner, {"cuda": 1})
+    assert result.why == "exit 1: RuntimeError: Numpy is not available"
+
+
+def _wheel(folder: Path, name: str, version: str = "1.0") -> Path:
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr(f"{name}/__init__.py", f"VALUE = {version!r}\n")
+        info = f"{name}-{version}.dist-info"
+        wheel.writestr(
+            f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        )
+        wheel.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        wheel.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def test_carried_wheels_install_privately_and_only_what_this_python_lacks(tmp_path):
+    gpu_check = _load("gpu_check")
     wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    with zipfile.ZipFile(wheels / "demo_pkg-1.0-py3-none-any.whl", "w") as wheel:
-        wheel.writestr("demo_pkg/__init__.py", "VALUE = 42\n")
-        wheel.writestr("demo_pkg-1.0.dist-info/METADATA", "Name: demo-pkg\nVersion: 1.0\n")
-    with zipfile.ZipFile(wheels / "fast-1.0-cp311-cp311-linux_x86_64.whl", "w") as wheel:
-        wheel.writestr("fast/__init__.py", "")
-    site = tmp_path / "site"
-    assert _load_gpu_check().unpack_wheels(wheels, site) == ["demo_pkg-1.0-py3-none-any.whl"]
-    code = "import demo_pkg, importlib.metadata as m; print(demo_pkg.VALUE, m.version('demo-pkg'))"
+    (wheels / "set").mkdir(parents=True)
+    _wheel(wheels / "set", "demo_pkg")
+    _wheel(wheels, "pytest", "0.0.1")  # this Python has pytest: its own must stay in charge
+    runner = gpu_check.Runner(tmp_path / "report", budget=120)
+    result = gpu_check.prepare_wheels(runner, wheels)
+    site = tmp_path / "report" / "site"
+    assert result.status == "passed", result.why
+    assert result.why == f"installed 1 into {site}: demo-pkg (list in wheels-install.log)"
+    assert runner.env["PYTHONPATH"].split(os.pathsep)[0] == str(site)
+    code = "import demo_pkg, pytest; print(demo_pkg.VALUE, pytest.__version__ != '0.0.1')"
     out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "PYTHONPATH": str(site)},
-        capture_output=True,
-        text=True,
-        check=True,
+        [sys.executable, "-c", code], env=runner.env, capture_output=True, text=True, check=True
     )
-    assert out.stdout.split() == ["42", "1.0"]
-    assert not (site / "fast").exists()
+    assert out.stdout.split() == ["1.0", "True"]
+    assert not (site / "pytest").exists()
+
+
+def test_make_gpu_wheels_targets_the_gpu_machines_python(tmp_path):
+    def dry_run(*variables: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [
+                "make",
+                "-n",
+                "--no-print-directory",
+                "gpu-wheels",
+                f"STAMP={tmp_path}/stamp",
+                *variables,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+
+    (tmp_path / "stamp").touch()
+    default = dry_run().stdout
+    assert "--python-version 3.12" in default and "--platform manylinux2014_x86_64" in default
+    for package in ("numpy", "matplotlib", "pytest", "nbval", "ipykernel"):
+        assert f" {package}" in default
+    older = dry_run("GPU_PYTHON_VERSION=3.10").stdout
+    assert "--python-version 3.10" in older and "exceptiongroup tomli" in older
+    assert "-c constraints.txt" not in older  # the pins were resolved on 3.11
+    just_nbval = dry_run("GPU_WHEELS_SETS=notebook").stdout
+    assert " nbval ipykernel" in just_nbval and " numpy" not in just_nbval
+    wrong = dry_run("GPU_WHEELS_SETS=notebook jupyter")
+    assert wrong.returncode != 0
+    assert "GPU_WHEELS_SETS: unknown set(s) jupyter; choose from: science tests notebook" in (
+        wrong.stderr
+    )
 
 
 def test_make_gpu_check_is_listed_and_documented():
@@ -161,3 +467,41 @@ def test_make_gpu_check_is_listed_and_documented():
     assert ".ci/gpu_check.py --report $(GPU_REPORT)" in makefile
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "make gpu-check" in readme and "python3 .ci/gpu_check.py" in readme
+    assert "GPU_PYTHON_VERSION" in readme and "GPU_WHEELS_SETS" in readme
+
+
+def test_d2l_device_cpu_row_runs_the_helpers_and_reads_cuda_state():
+    """On any machine the probe itself runs; on a CUDA machine its verdict is the claim."""
+    figures = _load("gpu_figures")
+    row = figures.cpu_only_row()
+    assert row["hard"] and row["verdict"] == "meets", row
+    assert row["value"] == "initialised: False, contexts on: none"
+
+
+def test_the_tests_collect_on_python_3_10_with_tomli(tmp_path):
+    """Python 3.10 has no tomllib; tests/repository.py then reads pyproject with tomli."""
+    (tmp_path / "tomli.py").write_text(
+        "def loads(text):\n    return {'tool': {'d2l_gpu': {'read by': 'tomli'}}}\n"
+    )
+    code = (
+        "import sys; sys.modules['tomllib'] = None\n"  # what 3.10 lacks
+        "from tests.repository import TOOL; print(TOOL)\n"
+    )
+    path = os.pathsep.join([str(tmp_path), str(ROOT)])
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": path},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "{'read by': 'tomli'}"
+
+
+def test_a_childs_answer_is_found_past_a_warning_printed_at_exit():
+    lessons = _load("gpu_lessons")
+    output = 'starting\n{"count": 1}\n/x.py:3: UserWarning: {late\n'
+    assert lessons.last_json(output) == {"count": 1}
+    with pytest.raises(ValueError, match="no JSON line in the output"):
+        lessons.last_json("Traceback ...\nRuntimeError: boom\n")

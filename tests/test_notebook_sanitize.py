@@ -166,3 +166,30 @@ def test_nbval_accepts_a_gpu_notebook_on_the_cpu_with_the_file(tmp_path):
     assert "1 failed, 1 passed" in run.stdout, run.stdout
     failed = re.findall(r"^FAILED \S*::(Cell \d+)", run.stdout, flags=re.M)
     assert failed == ["Cell 1"], run.stdout
+
+
+def _torch_device_types() -> list[str]:
+    """Every device type torch accepts, as its own error message lists them."""
+    import torch
+
+    with pytest.raises(RuntimeError) as error:
+        torch.device("not_a_device_type")
+    listed = re.search(r"Expected one of (.+?) device type", str(error.value))
+    assert listed, f"torch's message changed: {error.value}"
+    return [name.strip() for name in listed.group(1).split(",")]
+
+
+def test_every_torch_device_type_is_mapped_as_the_cpu_is():
+    types = [name for name in _torch_device_types() if name != "meta"]
+    assert {"cpu", "cuda", "mps", "xpu", "hpu", "privateuseone"} <= set(types)
+    for name in types:
+        assert sanitize(f"x on {name}:1\n") == sanitize("x on cpu\n"), name
+        assert sanitize(f"device(type='{name}', index=0)") == sanitize("device(type='cpu')"), name
+        assert sanitize(f"tensor([1., 2.], device='{name}:0')") == "tensor([1., 2.])", name
+
+
+@pytest.mark.parametrize("name", ["npu", "musa", "some_new_backend"])
+def test_a_renamed_privateuse1_backend_is_mapped_in_reprs(name):
+    """torch.utils.rename_privateuse1_backend lets a backend pick any name."""
+    assert sanitize(f"tensor([0.5000], device='{name}:0')") == "tensor([0.5000])"
+    assert sanitize(f"device(type='{name}', index=3)") == sanitize("device(type='cpu')")
