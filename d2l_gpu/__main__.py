@@ -26,6 +26,11 @@ _NOTEBOOK_PACKAGES = {
     "numpy": "the NumPy comparisons",
 }
 
+_NO_GPU = (
+    "no GPU found: every notebook still runs on the CPU; for GPU timings use "
+    "Colab (Runtime > Change runtime type > GPU) or a machine with CUDA or MPS"
+)
+
 
 def check_lines(packages: dict[str, str] | None = None) -> list[tuple[bool, str]]:
     """Each requirement as (passed, description); a bad ``D2L_DEVICE`` fails, naming
@@ -50,13 +55,7 @@ def _check(args: argparse.Namespace) -> int:
     for ok, text in lines:
         print(f"[{'OK' if ok else 'FAIL'}] {text}")
     gpus = _hardware_gpus()  # the hardware, whatever D2L_DEVICE says
-    if gpus:
-        print(f"[INFO] {len(gpus)} {gpus[0].type} device(s) found")
-    else:
-        print(
-            "[INFO] no GPU found: every notebook still runs on the CPU; for GPU timings use "
-            "Colab (Runtime > Change runtime type > GPU) or a machine with CUDA or MPS"
-        )
+    print(f"[INFO] {f'{len(gpus)} {gpus[0].type} device(s) found' if gpus else _NO_GPU}")
     return 0 if all(ok for ok, _ in lines) else 1
 
 
@@ -87,9 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="check this environment; prints [OK] / [FAIL] lines",
         description="Check this environment can run the tutorial: one [OK] / [FAIL] line each.",
     )
-    check.add_argument(
-        "--core", action="store_true", help="check only torch, not the notebook packages"
-    )
+    check.add_argument("--core", action="store_true", help="check torch, not the notebook extras")
     check.set_defaults(handler=_check)
     return parser
 

@@ -151,7 +151,6 @@ _cuda_has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
 def _wait(devices: tuple[torch.device, ...]) -> None:
     for device in devices:
         # A GPU this process never used has nothing queued: no context is made for it.
-        if device.type == "cuda" and device.index is not None and _cuda_has_context:
-            if not _cuda_has_context(device.index):
-                continue
+        if device.type == "cuda" and _cuda_has_context and not _cuda_has_context(device.index):
+            continue
         torch.accelerator.synchronize(device)

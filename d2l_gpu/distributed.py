@@ -23,11 +23,9 @@ BACKENDS = ("auto", "gloo", "nccl")
 def local_rank(environ: Mapping[str, str] | None = None) -> int | None:
     """This process's number on its machine, as torchrun set it; None outside torchrun."""
     value = (os.environ if environ is None else environ).get("LOCAL_RANK")
-    if value is None:
-        return None
-    if not value.isdigit():
+    if value is not None and not value.isdigit():
         raise ValueError(f"LOCAL_RANK must be an integer >= 0, got {value!r}")
-    return int(value)
+    return None if value is None else int(value)
 
 
 def rank_device(local: int) -> torch.device:

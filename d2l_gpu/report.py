@@ -31,7 +31,8 @@ def _cpu_name() -> str:
             names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
     except OSError:
         names = []
-    return (names or [platform.processor() or platform.machine() or "unknown CPU"])[0]
+    name = (names or [platform.processor() or platform.machine() or "unknown CPU"])[0]
+    return f"{name} ({os.cpu_count()} logical cores)"
 
 
 def _host_memory() -> tuple[int | None, int | None]:
@@ -74,13 +75,17 @@ def _accelerator_info(device: torch.device) -> DeviceInfo:
 
 
 def device_info() -> list[DeviceInfo]:
-    """The CPU and every accelerator this machine has (whatever ``D2L_DEVICE`` says),
-    with their memory."""
-    cpu_total, cpu_used = _host_memory()
-    name = f"{_cpu_name()} ({os.cpu_count()} logical cores)"
-    rows = [DeviceInfo("cpu", name, cpu_total, cpu_used)]
-    rows += [_accelerator_info(d) for d in _hardware_gpus()]
-    return rows
+    """The CPU and every accelerator this machine has, with their memory. A card that
+    ``D2L_DEVICE`` leaves out is listed but never asked, so the run stays off it."""
+    try:
+        offered = try_all_gpus()
+    except ValueError:  # a bad D2L_DEVICE, which device_report flags
+        offered = _hardware_gpus()
+    left_out = f"not queried: {ENV_VAR} leaves it out"
+    return [DeviceInfo("cpu", _cpu_name(), *_host_memory())] + [
+        _accelerator_info(d) if d in offered else DeviceInfo(str(d), left_out, None, None)
+        for d in _hardware_gpus()
+    ]
 
 
 def _blas() -> str:
@@ -125,7 +130,7 @@ def device_report() -> str:
         f"{r.device:<{width}}  {_gib(r.total_memory):>10}  {_gib(r.used_memory):>10}  {r.name}"
         for r in rows
     ]
-    if any(r.used_memory is None and r.device.startswith("cuda") for r in rows):
+    if any(r.total_memory and r.used_memory is None and r.device[:4] == "cuda" for r in rows):
         lines.append("used unknown: a card this process has not used (nvidia-ml-py would tell)")
     ok, use = helpers_use()
     lines.append(f"helpers use: {'' if ok else '[FAIL] '}{use}")

@@ -250,7 +250,7 @@ def test_a_running_lab_hides_its_token_and_leaves_nothing_behind(tmp_path, how):
         assert len(runtime_dirs) == 1, runtime_dirs
         runtime = Path(runtime_dirs.pop())
         session = runtime.parent
-        # The lab's temp folder is the one it inherits (conftest gives the tests' children their own).
+        # The temp folder the lab inherits (conftest gives the tests' children their own).
         assert session.parent == Path(os.environ.get("TMPDIR") or tempfile.gettempdir())
         assert stat.S_IMODE(session.stat().st_mode) == 0o700
         assert any(token in p.read_text() for p in runtime.glob("jpserver-*.json"))

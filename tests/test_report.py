@@ -75,6 +75,26 @@ def test_report_asks_nvml_about_cards_this_process_has_not_used(monkeypatch):
     assert contexts == set()
 
 
+@pytest.mark.parametrize(("value", "asked"), [("cpu", []), ("cuda:1", ["cuda:1"])])
+def test_report_never_asks_a_card_that_d2l_device_leaves_out(monkeypatch, value, asked):
+    """Even a card's name initialises CUDA: a run kept off a card must not ask it."""
+    simulate_machine(monkeypatch, "cuda", 2)
+    simulate_cuda_contexts(monkeypatch, in_use={0, 1})
+    queried = []
+    properties = torch.cuda.get_device_properties
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda d: queried.append(str(d)) or properties(d)
+    )
+    monkeypatch.setenv(devices.ENV_VAR, value)
+    rows = d2l_gpu.device_info()
+    assert queried == asked
+    assert [r.device for r in rows] == ["cpu", "cuda:0", "cuda:1"]  # still listed
+    left_out = [r for r in rows[1:] if str(r.device) not in asked]
+    assert all(r.name == "not queried: D2L_DEVICE leaves it out" for r in left_out)
+    text = d2l_gpu.device_report()
+    assert f"helpers use: {value}" in text and "used unknown" not in text
+
+
 @pytest.mark.gpu
 def test_report_creates_no_cuda_context():
     if not torch.cuda.is_available():
