@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
 import socket
-import subprocess
 from pathlib import Path
 
 try:
@@ -20,18 +20,28 @@ LESSON_SOURCES = sorted(p for lang in LANGUAGES for p in (NOTEBOOKS / lang).glob
 TOOL = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["d2l_gpu"]
 
 
-def notebooks_status() -> str:
-    """New, changed and ignored files under notebooks/, as git sees them.
+def _load_tree_guard():
+    spec = importlib.util.spec_from_file_location("tree_guard", ROOT / ".ci" / "tree_guard.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
-    Compared before and after a run, it shows whether the run left anything behind.
+
+# `make notebooks` guards notebooks/ with it; the tests use the same record.
+_TREE_GUARD = _load_tree_guard()
+
+
+def notebooks_snapshot() -> dict[str, str]:
+    """Every entry under notebooks/ with a hash of its content (.ci/tree_guard.py).
+
+    Compared before and after a run, it shows whether the run wrote anything there.
     """
-    return subprocess.run(
-        ["git", "status", "--porcelain", "--ignored", "--untracked-files=all", "--", "notebooks"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    return _TREE_GUARD.snapshot(NOTEBOOKS)
+
+
+def notebooks_changes(before: dict[str, str]) -> list[str]:
+    """What was written, changed or removed under notebooks/ since ``before``."""
+    return _TREE_GUARD.differences(before, notebooks_snapshot())
 
 
 def free_port() -> int:

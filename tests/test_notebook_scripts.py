@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.repository import LESSON_SOURCES, NOTEBOOKS, notebooks_status
+from tests.repository import LESSON_SOURCES, NOTEBOOKS, notebooks_changes, notebooks_snapshot
 
 # Far above what any notebook needs; a hung script fails instead of stalling CI.
 TIMEOUT = 300
@@ -63,7 +63,7 @@ def test_every_language_has_notebook_sources():
 
 
 def run_lesson(path: Path, env: dict, touched: Path | None = None) -> None:
-    before = notebooks_status()
+    before = notebooks_snapshot()
     # Agg: figures are drawn but never shown, as on a machine without a display.
     env = {**env, "MPLBACKEND": "Agg"}
     try:
@@ -83,7 +83,8 @@ def run_lesson(path: Path, env: dict, touched: Path | None = None) -> None:
     assert proc.returncode == 0, (
         f"python {path.name} exited {proc.returncode}:\n{proc.stderr[-3000:]}"
     )
-    assert notebooks_status() == before, f"python {path.name} left files in the repository"
+    changes = notebooks_changes(before)
+    assert not changes, f"python {path.name} wrote under notebooks/: {changes}"
 
 
 @pytest.fixture(scope="module")
