@@ -1,5 +1,6 @@
 """Device and timing helpers for the GPU chapter of Dive into Deep Learning."""
 
+from .comparison import Comparison, compare
 from .devices import (
     ENV_VAR,
     accelerator_type,
@@ -18,11 +19,13 @@ __version__ = "0.1.0"
 __all__ = [
     "ENV_VAR",
     "Benchmark",
+    "Comparison",
     "Measurement",
     "Timer",
     "__version__",
     "accelerator_type",
     "benchmark",
+    "compare",
     "cpu",
     "device_info",
     "device_report",

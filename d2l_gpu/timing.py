@@ -8,12 +8,14 @@ its spread. By default each waits for the GPUs the helpers offer: none on a CPU 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import math
 import numbers
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,32 +137,104 @@ def _format_duration(seconds: float) -> str:
     return f"{seconds / 1e-9:.1f} ns"
 
 
+# Every timed side gets at least this many blocks, so that its spread is real.
+MIN_RUNS = 10
+
+
 def _calibrate(
-    block: Callable[[int], float], clock: Callable[[], float], min_run_time: float
+    block: Callable[[int], float], clock: Callable[[], float], block_time: float, longest: float
 ) -> tuple[int, float]:
-    """Calls per block, so that reading the clock costs under 1 % of a block and
-    ``min_run_time`` holds about 100 blocks; and the time of a block of that many."""
+    """Calls per block, so that reading the clock costs under 1 % of a block and a block
+    lasts about ``block_time`` (never more than ``longest``, whatever the clock costs);
+    and the time of a block of that many."""
     gaps = []
     for _ in range(5):
         tik = clock()
         gaps.append(clock() - tik)
-    target = max(100 * statistics.median(gaps), min_run_time / 100)
+    target = min(max(100 * statistics.median(gaps), block_time), longest)
     number = 1
     while True:
         elapsed = block(number)
-        if elapsed >= target or elapsed >= min_run_time:
+        if elapsed >= target:
             return number, elapsed
         # Aim 10 % past the target; a block the clock dominates grows fast.
         number = max(number + 1, math.ceil(1.1 * number * target / max(elapsed, 1e-9)))
 
 
-def _check_setting(name: str, value: object, kind: type, low: float, accepted: str) -> None:
-    """Refuse a setting that is not a finite ``kind`` (bools are not) above ``low``."""
+def _check_setting(
+    name: str, value: object, kind: type, low: float, high: float, accepted: str
+) -> None:
+    """Refuse a setting that is not a ``kind`` (bools are not) with low < value <= high."""
     message = f"{name} must be {accepted}, got {value!r}"
     if isinstance(value, bool) or not isinstance(value, kind):
         raise TypeError(message)
-    if not low < value < math.inf:  # also false for nan
+    if not low < value <= high:  # also false for nan
         raise ValueError(message)
+
+
+# Bounds that keep a typo from running for days: an hour of timing, a thousand
+# warm-up calls (lazy set-up is done after a few), threads a machine can have.
+MAX_RUN_TIME = 3600.0
+MAX_WARMUP = 1000
+MAX_THREADS = 1024
+
+
+def _check_timing_settings(min_run_time: object, warmup: object, num_threads: object) -> None:
+    _check_setting(
+        "min_run_time",
+        min_run_time,
+        numbers.Real,
+        0,
+        MAX_RUN_TIME,
+        f"a number of seconds > 0 and <= {MAX_RUN_TIME:g}",
+    )
+    _check_setting(
+        "warmup", warmup, numbers.Integral, -1, MAX_WARMUP, f"a count from 0 to {MAX_WARMUP}"
+    )
+    if num_threads is not None:
+        _check_setting(
+            "num_threads",
+            num_threads,
+            numbers.Integral,
+            0,
+            MAX_THREADS,
+            f"a count from 1 to {MAX_THREADS}, or None",
+        )
+
+
+def _waiting_clock(device: torch.device | str | None) -> Callable[[], float]:
+    """A clock that first waits for ``device`` (by default the helpers' GPUs)."""
+    devices = _devices_to_wait_for(device)
+
+    def clock() -> float:
+        _wait(devices)
+        return _clock()
+
+    return clock
+
+
+def _block_timer(fn: Callable[[], Any], clock: Callable[[], float]) -> Callable[[int], float]:
+    """Seconds for ``number`` calls of ``fn``, the device waited for at both ends."""
+
+    def block(number: int) -> float:
+        tik = clock()
+        for _ in range(number):
+            fn()
+        return clock() - tik
+
+    return block
+
+
+@contextlib.contextmanager
+def _threads(num_threads: int | None) -> Iterator[None]:
+    """Set torch's CPU threads meanwhile (None: as is), and restore them after."""
+    before = torch.get_num_threads()
+    if num_threads is not None:
+        torch.set_num_threads(num_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def benchmark(
@@ -176,37 +250,19 @@ def benchmark(
     """Time ``fn(*args, **kwargs)`` the careful way and return its median and IQR.
 
     After ``warmup`` calls, runs blocks of calls for about ``min_run_time`` seconds
-    (at least 3 blocks), reading a clock that first waits for ``device`` (by default
+    (at least ``MIN_RUNS`` blocks), reading a clock that first waits for ``device`` (by default
     the helpers' GPUs). Blocks are sized so that waiting for a GPU stays under 1 % of
     a block, yet many fit: the spread is real. ``num_threads`` sets torch's CPU
     threads meanwhile (default: as is).
     """
-    _check_setting("min_run_time", min_run_time, numbers.Real, 0, "a finite number of seconds > 0")
-    _check_setting("warmup", warmup, numbers.Integral, -1, "a count >= 0")
-    if num_threads is not None:
-        _check_setting("num_threads", num_threads, numbers.Integral, 0, "a count >= 1 or None")
-    devices = _devices_to_wait_for(device)
-
-    def clock() -> float:
-        _wait(devices)
-        return _clock()
-
-    def block(number: int) -> float:
-        tik = clock()
-        for _ in range(number):
-            fn(*args, **kwargs)
-        return clock() - tik
-
-    threads = torch.get_num_threads()
-    if num_threads is not None:
-        torch.set_num_threads(num_threads)
-    try:
+    _check_timing_settings(min_run_time, warmup, num_threads)
+    clock = _waiting_clock(device)
+    block = _block_timer(functools.partial(fn, *args, **kwargs), clock)
+    with _threads(num_threads):
         for _ in range(warmup):
             fn(*args, **kwargs)
-        number, elapsed = _calibrate(block, clock, min_run_time)
+        number, elapsed = _calibrate(block, clock, min_run_time / 100, min_run_time)
         times = [elapsed]  # the last calibration block is a run like the others
-        while sum(times) < min_run_time or len(times) < 3:
+        while sum(times) < min_run_time or len(times) < MIN_RUNS:
             times.append(block(number))
-    finally:
-        torch.set_num_threads(threads)
     return Measurement.from_times([t / number for t in times], number, label)
