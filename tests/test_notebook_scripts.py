@@ -24,8 +24,24 @@ TIMEOUT = 300
 # tensor or module sent to cuda (torch calls torch.cuda._lazy_init first), pinned
 # memory, CUDA streams and events, synchronization, device queries, a device change
 # (torch.Stream and torch.Event stay: torch subclasses them when it imports parts of itself).
-# The memory counters (memory_allocated, ...) stay too: before CUDA is initialised they
-# answer 0 without touching it, on a real GPU machine as here.
+# Every such call is written to the log at D2L_TOUCHED_CUDA_LOG (a lesson's own
+# try/except must not hide it).
+#
+# The allocator's counters follow the rule a real GPU showed (the H200 run of
+# 2026-12-04, torch 2.11): before CUDA has started, the readers (memory_allocated,
+# max_memory_allocated, memory_reserved, memory_stats, ...) answer 0 without touching
+# it, so they stay; the resets given a device (reset_peak_memory_stats(device),
+# reset_accumulated_memory_stats(device), and reset_max_memory_allocated/_cached,
+# which call the first) raise RuntimeError("Invalid device argument"), because
+# torch.cuda.memory calls the allocator without the is_initialized() check the readers
+# make. Without a device they ask for the current device first, and that starts CUDA.
+# torch.accelerator's resets refused before the start there too (later torch makes them
+# a no-op); the fake refuses them, the rule that holds for both. A refused reset is
+# logged like any touch.
+#
+# With D2L_FAKE_CUDA_MAY_START=1 (the tests of that rule only), torch.cuda.init() and
+# torch.cuda._lazy_init() are allowed: they do nothing but mark the pretend GPU as
+# started, after which the resets succeed (and do nothing).
 FAKE_CUDA = """
 import os
 import torch
@@ -33,23 +49,54 @@ import torch
 class TouchedCuda(RuntimeError):
     pass
 
+MAY_START = os.environ.get("D2L_FAKE_CUDA_MAY_START") == "1"
+started = False
+
+def _log(name):
+    with open(os.environ["D2L_TOUCHED_CUDA_LOG"], "a", encoding="utf-8") as log:
+        log.write(name + "\\n")
+
 def _touched(name):
     def refuse(*args, **kwargs):
-        # Written down as well: a lesson's own try/except must not hide the touch.
-        with open(os.environ["D2L_TOUCHED_CUDA_LOG"], "a", encoding="utf-8") as log:
-            log.write(name + "\\n")
+        _log(name)
         raise TouchedCuda(f"touched CUDA: {name} under D2L_DEVICE=cpu")
     return refuse
+
+def _start(name):
+    def start(*args, **kwargs):
+        global started
+        if not MAY_START:
+            _touched(name)()
+        started = True
+    return start
+
+def _reset(name, without_device_starts):
+    def reset(device=None, *args, **kwargs):
+        if device is None and without_device_starts:
+            torch.cuda._lazy_init()  # as torch.cuda.current_device() does
+        elif not started:
+            _log(name)
+            raise RuntimeError("Invalid device argument")
+    return reset
 
 torch.cuda.is_available = lambda: True
 torch.cuda.device_count = lambda: 1
 torch.accelerator.is_available = lambda: True
 torch.accelerator.current_accelerator = lambda *args, **kwargs: torch.device("cuda")
 torch.accelerator.device_count = lambda: 1
-for name in ("_lazy_init", "init", "synchronize", "stream", "Stream", "Event", "set_device",
-             "current_device", "current_stream", "mem_get_info", "get_device_name",
-             "get_device_properties", "get_device_capability", "reset_peak_memory_stats"):
+for name in ("_lazy_init", "init"):
+    setattr(torch.cuda, name, _start(f"torch.cuda.{name}"))
+for name in ("synchronize", "stream", "Stream", "Event", "set_device", "current_device",
+             "current_stream", "mem_get_info", "get_device_name", "get_device_properties",
+             "get_device_capability"):
     setattr(torch.cuda, name, _touched(f"torch.cuda.{name}"))
+for name in ("reset_peak_memory_stats", "reset_accumulated_memory_stats"):
+    for module, where, starts in ((torch.cuda, "torch.cuda", True),
+                                  (torch.cuda.memory, "torch.cuda", True),
+                                  (torch.accelerator, "torch.accelerator", False),
+                                  (getattr(torch.accelerator, "memory", None), "", False)):
+        if hasattr(module, name):  # torch.accelerator's counters came after torch 2.6
+            setattr(module, name, _reset(f"{where or 'torch.accelerator'}.{name}", starts))
 for name in ("synchronize", "set_device_index", "current_device_index", "current_stream"):
     setattr(torch.accelerator, name, _touched(f"torch.accelerator.{name}"))
 torch.Tensor.pin_memory = _touched("Tensor.pin_memory")
@@ -135,3 +182,68 @@ def test_the_pretend_gpu_is_seen_and_guarded(fake_cuda, tmp_path):
 def test_lesson_runs_as_a_script_touching_no_cuda(path, fake_cuda, tmp_path):
     touched = tmp_path / "touched.log"
     run_lesson(path, {**fake_cuda, "D2L_TOUCHED_CUDA_LOG": str(touched)}, touched)
+
+
+# Each case as the H200 ran it in a fresh process (torch 2.11, 2026-12-04): the code,
+# and whether it got past the allocator's counters. The fake must agree on every row.
+COUNTER_RULE = [
+    ("reset first", "torch.cuda.reset_peak_memory_stats(gpu)", False),
+    ("reset(), no device", "torch.cuda.reset_peak_memory_stats()", True),
+    ("init() then reset", "torch.cuda.init()\ntorch.cuda.reset_peak_memory_stats(gpu)", True),
+    (
+        "memory_allocated then reset",
+        "torch.cuda.memory_allocated(gpu)\ntorch.cuda.reset_peak_memory_stats(gpu)",
+        False,
+    ),
+    ("max_memory_allocated first", "assert torch.cuda.max_memory_allocated(gpu) == 0", True),
+    ("accelerator.reset_peak first", "torch.accelerator.reset_peak_memory_stats(gpu)", False),
+    (
+        "reset_max_memory_allocated first",
+        "torch.cuda.reset_max_memory_allocated(gpu)",  # calls reset_peak_memory_stats
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "code", "passes"), COUNTER_RULE, ids=[c[0] for c in COUNTER_RULE])
+def test_the_allocator_counters_refuse_until_cuda_has_started(
+    case, code, passes, fake_cuda, tmp_path
+):
+    """A script that resets the counters before CUDA starts fails here as on a GPU."""
+    log = tmp_path / "touched.log"
+    env = {k: v for k, v in fake_cuda.items() if k != "D2L_DEVICE"}
+    env.update(D2L_FAKE_CUDA_MAY_START="1", D2L_TOUCHED_CUDA_LOG=str(log))
+    script = f"import torch\ngpu = torch.device('cuda', 0)\n{code}\nprint('got past')\n"
+    run = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True
+    )
+    if passes:
+        assert run.returncode == 0 and run.stdout == "got past\n", run.stderr
+        assert not log.exists(), log.read_text(encoding="utf-8")
+    else:
+        assert run.returncode == 1 and "got past" not in run.stdout
+        assert run.stderr.splitlines()[-1] == "RuntimeError: Invalid device argument", run.stderr
+        assert log.read_text(encoding="utf-8").split()[-1].endswith(".reset_peak_memory_stats")
+
+
+def test_under_d2l_device_cpu_starting_cuda_is_a_touch(fake_cuda, tmp_path):
+    """Without the tests' permission, the start a counter needs is itself refused."""
+    log = tmp_path / "touched.log"
+    code = (
+        "import torch\n"
+        "for start in (torch.cuda.init, torch.cuda.reset_peak_memory_stats):\n"
+        "    try:\n"
+        "        start()\n"
+        "    except Exception as error:\n"
+        "        print(type(error).__name__)\n"
+        "torch.cuda.reset_peak_memory_stats(0)\n"
+    )
+    env = {**fake_cuda, "D2L_TOUCHED_CUDA_LOG": str(log)}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.stdout.split() == ["TouchedCuda", "TouchedCuda"]
+    assert run.stderr.splitlines()[-1] == "RuntimeError: Invalid device argument", run.stderr
+    assert log.read_text(encoding="utf-8").split() == [
+        "torch.cuda.init",
+        "torch.cuda._lazy_init",
+        "torch.cuda.reset_peak_memory_stats",
+    ]
