@@ -5,10 +5,9 @@
 #
 # **What you will learn**
 #
-# - that a GPU runs behind Python's back, and how to time it: a synchronized
-#   clock, CUDA events, the standard `torch.utils.benchmark` and
-#   `d2l_gpu.benchmark`, opened up step by step;
-# - what moving data costs, measured;
+# - that a GPU runs behind Python's back, so a clock must wait for it: a
+#   synchronized clock and CUDA events;
+# - what moving data costs, measured with that kind of clock;
 # - pinned memory and `non_blocking`: what they speed up, the race they open,
 #   and pinned batches from a `DataLoader`.
 #
@@ -53,11 +52,11 @@ if d2l_gpu.num_gpus() == 0:
 # the CPU the arithmetic happens inside each call, so both readings agree; on a
 # GPU the first one is far smaller than the second.
 #
-# One rule for every clock in this lesson: PyTorch computes on one CPU thread
-# (the cell sets it), so that on a small shared machine a timing does not depend
-# on how soon other threads wake up. A GPU's own work is not affected. Three calls
-# before the clock starts warm up what a first call pays for: loading the GPU's
-# code and setting up buffers.
+# Two habits hold for every clock in this lesson. PyTorch computes on one CPU
+# thread (the cell sets it), so that on a small shared machine a timing does not
+# depend on how soon other threads wake up; a GPU's own work is not affected.
+# And a few calls before the clock starts warm up what a first call pays for:
+# loading the GPU's code and setting up buffers.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 import time
@@ -81,10 +80,10 @@ print(f"10 products of {n}x{n} matrices on {device}:")
 print(f"  clock read when the loop returned: {queued * 1e3:8.2f} ms")
 print(f"  clock read after synchronizing:    {finished * 1e3:8.2f} ms")
 if finished > 2 * queued:
-    verdict = "the loop returned long before the device finished: the work was queued"
+    meaning = "the loop returned long before the device finished: the work was queued"
 else:
-    verdict = "the work was done inside each call: nothing was left in a queue"
-print(f"  the second reading is {finished / queued:.1f}x the first: {verdict}")
+    meaning = "the work was done inside each call: nothing was left in a queue"
+print(f"  the second reading is {finished / queued:.1f}x the first: {meaning}")
 
 # %% [markdown]
 # A CUDA GPU can also time itself. A `torch.cuda.Event` is a marker put into the
@@ -124,105 +123,41 @@ else:
 # points at the line that caused it. It slows everything down: use it to find a
 # bug, not to train.
 #
-# ## The measuring instrument, opened up
-#
-# One reading of a clock is noisy. The standard instrument is PyTorch's own
-# `torch.utils.benchmark.Timer`; this lesson uses `d2l_gpu.benchmark`, which
-# follows the same recipe and returns a median with its spread. Neither is a
-# black box. The cell below does the recipe by hand, step by step, and then asks
-# both instruments about the same call:
-#
-# 1. warm up with a few calls;
-# 2. pick how many calls make one *block*, so that reading the clock, and waiting
-#    for the GPU before each reading, costs little next to the block
-#    (by hand: double until a block lasts 1 ms; `d2l_gpu.benchmark` aims at 1 %
-#    overhead, `Timer` at 0.01 %, growing the block tenfold at a time);
-# 3. time blocks until about 0.5 s has been spent, each reading the clock only
-#    after waiting for the device;
-# 4. report the median time per call and the interquartile range (IQR), the
-#    spread of the middle half of the blocks.
-#
-# `Timer`'s default clock waits for the *current* accelerator, `cuda:0` unless
-# told otherwise; a run restricted with `D2L_DEVICE` to the CPU or to `cuda:1`
-# must not touch that card, so we hand it the helpers' clock instead.
-
-# %% tags=["nbval-ignore-output"]
-from torch.utils import benchmark as torch_benchmark
-
-
-def work():
-    torch.matmul(a, a, out=c)
-
-
-def clock():
-    d2l_gpu.synchronize(device)  # wait for the chosen device; nothing to wait for on a CPU
-    return time.perf_counter()
-
-
-def block(number):
-    start = clock()
-    for _ in range(number):
-        work()
-    return clock() - start
-
-
-for _ in range(3):  # 1. warm up
-    work()
-number = 1  # 2. calls per block
-while block(number) < 1e-3:
-    number *= 2
-times = []  # 3. blocks, about 0.5 s in all
-while sum(times) * number < 0.5:
-    times.append(block(number) / number)
-by_hand = d2l_gpu.Measurement.from_times(times, number, label="by hand")  # 4. median, IQR
-helpers = d2l_gpu.benchmark(work, device=device, min_run_time=0.5, label="d2l_gpu.benchmark")
-timer = torch_benchmark.Timer("work()", globals={"work": work}, timer=clock)
-timed = timer.blocked_autorange(min_run_time=0.5)
-standard = d2l_gpu.Measurement.from_times(timed.times, timed.number_per_run, label="Timer")
-
-
-def verdict(first, second):
-    """The ratio of two medians, and whether the gap stands out from the spread."""
-    apart = first.q1 > second.q3 or second.q1 > first.q3
-    clear = "do not overlap: a clear difference" if apart else "overlap: no clear difference"
-    return (
-        f"{first.label} / {second.label} = {first.median / second.median:.3g}; "
-        f"their q1-q3 ranges {clear}"
-    )
-
-
-for measurement in (by_hand, helpers, standard):
-    print(measurement)
-print(verdict(helpers, standard))
-print(verdict(by_hand, standard))
-
-# %% [markdown]
-# `verdict` is the rule every comparison below follows: a gap counts only when
-# the middle halves (q1 to q3) of the two measurements do not overlap. When
-# they overlap, the instruments agree and the differences are noise. `Timer`
-# offers more (`adaptive_autorange()`, `Compare` for tables);
-# `d2l_gpu.benchmark` takes a plain function and waits only for the devices the
-# helpers chose.
+# One reading of a clock is noisy, so the cells below leave the clock to two
+# helpers. `d2l_gpu.benchmark` times one call: it warms up, sizes a *block* of
+# calls so that reading the clock costs little next to it, synchronizes the
+# device before every reading, and reports the median time per call with the
+# interquartile range (IQR) of the blocks. `d2l_gpu.compare` times two calls in
+# alternating rounds (first, second, second, first, ...), so that a slow phase
+# of the machine falls on both, and prints a verdict: the two agree when the
+# median ratio of their blocks lies within a tolerance of 1; one is clearly
+# slower only when the middle half of the per-round ratios lies beyond it.
+# `make bench` checks both helpers against PyTorch's standard instrument,
+# `torch.utils.benchmark.Timer`, and checks that two identical calls agree.
 #
 # ## Side notes, measured
 #
 # [03](03-tensors-and-gpus.ipynb) named three costs of moving data: a transfer
 # is slow next to the arithmetic it feeds, every transfer has a fixed cost, and
-# reading a result back makes the CPU wait. The cells below measure each with
-# `d2l_gpu.benchmark` and print the verdict. **What the numbers mean here:** this notebook's stored outputs come
+# reading a result back makes the CPU wait. The cells below measure each.
+# Every comparison asks whether one cost is a *multiple* of the other, so it
+# passes `tolerance=0.5`: a gap under 1.5x would not change how one writes the
+# code. **What the numbers mean here:** this notebook's stored outputs come
 # from a CPU-only machine, where a "transfer" is a copy within main memory. The
 # fixed cost per call and the cost of `.item()` still show, but a copy is not
 # slow next to computing. On a GPU the same cells compare the bus against the
 # GPU, and the copy usually costs more than the computation it feeds.
 
 # %% tags=["nbval-ignore-output", "key-result"]
-results = {}
+results = {}  # every measurement, by label, for the plot at the end
 
 
-def measure(label, fn):
-    """Time fn on the chosen device, print the result and keep it for the plot."""
-    results[label] = d2l_gpu.benchmark(fn, device=device, min_run_time=0.1, label=label)
-    print(results[label])
+def side_by_side(first, second, labels):
+    """Compare second against first on the chosen device; print both and keep them."""
+    comparison = d2l_gpu.compare(first, second, labels=labels, device=device, tolerance=0.5)
+    results.update({m.label: m for m in (comparison.first, comparison.second)})
+    print(comparison)
+    return comparison
 
 
 host = torch.randn(512, 512)
@@ -230,11 +165,16 @@ on_device = host.to(device)
 landing = torch.empty_like(on_device)  # where each copy lands, allocated once
 out = torch.empty_like(on_device)
 print(f"copying 1 MiB from the host to {device}, against work done with it on {device}:")
-measure("copy 1 MiB to device", lambda: landing.copy_(host))
-measure("x * 2 on device", lambda: torch.mul(on_device, 2, out=out))
-measure("x @ x on device", lambda: torch.matmul(on_device, on_device, out=out))
-print(verdict(results["copy 1 MiB to device"], results["x * 2 on device"]))
-print(verdict(results["copy 1 MiB to device"], results["x @ x on device"]))
+side_by_side(
+    lambda: torch.mul(on_device, 2, out=out),
+    lambda: landing.copy_(host),
+    ("x * 2 on device", "copy 1 MiB to device"),
+)
+side_by_side(
+    lambda: torch.matmul(on_device, on_device, out=out),
+    lambda: landing.copy_(host),
+    ("x @ x on device", "copy 1 MiB to device"),
+)
 
 # %% [markdown]
 # Each copy lands in memory allocated once beforehand, and each computation writes
@@ -251,9 +191,11 @@ pieces = [torch.randn(1024) for _ in range(256)]
 whole = torch.cat(pieces)
 landings = [torch.empty(1024, device=device) for _ in pieces]
 whole_landing = torch.empty(whole.shape, device=device)
-measure("256 copies of 4 KiB", lambda: [d.copy_(p) for d, p in zip(landings, pieces, strict=True)])
-measure("1 copy of 1 MiB", lambda: whole_landing.copy_(whole))
-print(verdict(results["256 copies of 4 KiB"], results["1 copy of 1 MiB"]))
+side_by_side(
+    lambda: whole_landing.copy_(whole),
+    lambda: [d.copy_(p) for d, p in zip(landings, pieces, strict=True)],
+    ("1 x 1 MiB copy", "256 x 4 KiB copy"),
+)
 
 # %% [markdown]
 # Reading values back one at a time is the same mistake in the other direction.
@@ -263,9 +205,11 @@ print(verdict(results["256 copies of 4 KiB"], results["1 copy of 1 MiB"]))
 
 # %% tags=["nbval-ignore-output"]
 values = torch.rand(256, device=device)
-measure("256 x .item()", lambda: [v.item() for v in values])
-measure("1 x .tolist()", lambda: values.tolist())
-print(verdict(results["256 x .item()"], results["1 x .tolist()"]))
+side_by_side(
+    lambda: values.tolist(),
+    lambda: [v.item() for v in values],
+    ("1 x .tolist()", "256 x .item()"),
+)
 
 # %% [markdown]
 # On the CPU the loop pays for creating a tensor per element and for a trip
@@ -273,8 +217,8 @@ print(verdict(results["256 x .item()"], results["1 x .tolist()"]))
 # for each call. On a GPU each `.item()` adds a wait for the GPU and a tiny copy
 # over the bus, so the gap grows.
 #
-# The plot puts all seven medians side by side on a log scale, each a dot with a
-# bar from the first to the third quartile.
+# The plot puts the medians side by side on a log scale, each a dot with a bar
+# from the first to the third quartile of its blocks.
 
 # %% tags=["nbval-ignore-output"]
 import matplotlib.pyplot as plt
@@ -304,7 +248,7 @@ plt.show()
 # (`tensor.pin_memory()`, or `pin_memory=True` in a `DataLoader`), the copy can
 # use the bus directly, and with `non_blocking=True` it is only queued, so Python
 # carries on while the data moves. A later operation on the GPU waits for it
-# automatically; a clock must be synchronized first, which `d2l_gpu.benchmark`
+# automatically; a clock must be synchronized first, which `d2l_gpu.compare`
 # does. Pinning serves copies to a CUDA GPU, so the cell pins only when the
 # helpers chose one; elsewhere it calls no CUDA API and says so.
 
@@ -315,11 +259,13 @@ if device.type == "cuda":
     pinned = batch.pin_memory()
     landing = torch.empty(batch.shape, device=device)
     print(f"copying 8 MiB to {device}:")
-    measure("from ordinary memory", lambda: landing.copy_(batch))
-    measure("from pinned memory", lambda: landing.copy_(pinned, non_blocking=True))
-    for label in ("from ordinary memory", "from pinned memory"):
-        print(f"{label}: {batch.nbytes / results[label].median / GiB:.1f} GiB/s")
-    print(verdict(results["from ordinary memory"], results["from pinned memory"]))
+    memories = side_by_side(
+        lambda: landing.copy_(pinned, non_blocking=True),
+        lambda: landing.copy_(batch),
+        ("from pinned memory", "from ordinary memory"),
+    )
+    for m in (memories.first, memories.second):
+        print(f"{m.label}: {batch.nbytes / m.median / GiB:.1f} GiB/s")
 else:
     print(f"The helpers chose {device}, not a CUDA GPU: nothing pinned, no CUDA API called.")
 
@@ -329,24 +275,37 @@ else:
 #
 # The other direction hides a trap. A copy from the GPU into pinned host memory
 # with `non_blocking=True` is also only queued, but now the *CPU* reads the
-# result, and nothing makes the CPU wait for it. Reading the host tensor before
-# synchronizing may see memory the copy has not filled yet. (The same holds for
+# result, and nothing makes the CPU wait for it. (The same holds for
 # `.to("cpu", non_blocking=True)`, which allocates the pinned result for you.)
-# Below, a matrix product of ones, where every element equals `n`, is queued and
-# then copied back without blocking; the first element is read once too early and
-# once after synchronizing. On the CPU both reads are right, because nothing is
-# queued; on a CUDA GPU the early read typically shows `0.0` or a stale value.
+# The cell below sets the trap with care. It allocates the host buffer, filled
+# with -1, *before* queueing any work, because allocating pinned memory can
+# itself make the CPU wait for the GPU. It queues twenty products of a matrix of
+# ones, each element of which equals `n`, then the copy back, and reads the
+# *last* element, the last one the copy writes: once at once, once after
+# synchronizing. On the CPU both reads are right, because nothing is queued; on
+# a CUDA GPU the early read should find the old -1. A race may also come out
+# right, when the copy happens to land first, so a correct-looking early read
+# proves nothing: only synchronizing makes the read safe.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "key-result"]
+pin = device.type == "cuda"  # pinned memory serves CUDA copies only
 ones = torch.ones(n, n, device=device)
-product = ones @ ones  # every element equals n; on a GPU this is only queued
-result = torch.empty(product.shape, pin_memory=device.type == "cuda")
-result.copy_(product, non_blocking=True)  # on a GPU: queued behind the product
-too_early = result[0, 0].item()  # result is a CPU tensor: this does not wait
+product = torch.empty_like(ones)
+result = torch.full((n, n), -1.0, pin_memory=pin)  # the host buffer, before any work
+d2l_gpu.synchronize(device)  # start from an empty queue
+for _ in range(20):  # twice the work the first cell timed
+    torch.matmul(ones, ones, out=product)  # every element equals n
+result.copy_(product, non_blocking=True)  # on a GPU: queued behind the products
+too_early = result[-1, -1].item()  # result is a CPU tensor: this does not wait
 d2l_gpu.synchronize(device)
-print(f"read before synchronizing: {too_early} (expected {float(n)})")
-print(f"read after synchronizing:  {result[0, 0].item()}")
-print("the early read was", "right" if too_early == n else "wrong: the copy had not landed yet")
+print(f"last element read before synchronizing: {too_early} (expected {float(n)}, old value -1.0)")
+print(f"last element read after synchronizing:  {result[-1, -1].item()}")
+if too_early != n:
+    print("the early read was wrong: the copy had not landed yet")
+elif device.type == "cpu":
+    print("the early read was right: on the CPU nothing is queued, so there was no race")
+else:
+    print("the early read came out right this time: the race went the lucky way, proving nothing")
 
 # %% [markdown]
 # A `DataLoader` with `pin_memory=True` hands out batches already in pinned
@@ -360,7 +319,6 @@ from torch.utils.data import DataLoader, TensorDataset
 
 torch.manual_seed(0)
 data = TensorDataset(torch.randn(512, 32), torch.randn(512, 1))
-pin = device.type == "cuda"  # pinning serves copies to a CUDA GPU only
 loader = DataLoader(data, batch_size=64, pin_memory=pin, num_workers=0)
 weights = torch.zeros(32, 1, device=device)
 total = torch.zeros((), device=device)
@@ -384,15 +342,14 @@ print(f"mean loss of the zero model: {total.item() / len(loader):.2f}")  # one w
 #   the device (`d2l_gpu.synchronize`) before it is read, and CUDA events time
 #   the work on the GPU's own clock. `CUDA_LAUNCH_BLOCKING=1` makes errors
 #   point at their line.
-# - A careful measurement warms up, times blocks of calls with a synchronized
-#   clock, and reports a median with its spread; `torch.utils.benchmark.Timer`
-#   and `d2l_gpu.benchmark` both do. A gap counts when the q1-q3 ranges of the
-#   two measurements do not overlap.
+# - `d2l_gpu.benchmark` and `d2l_gpu.compare` time that way for you, and
+#   `compare` judges two costs by one rule, with a stated tolerance.
 # - The side notes, measured: a copy against computation, many small copies
 #   against one, `.item()` in a loop against one transfer, each with its verdict.
 # - Pinned memory lets a copy to a CUDA GPU run while the CPU goes on; a
-#   non-blocking copy back to the host must be synchronized before it is read;
-#   a `DataLoader` can hand out pinned batches.
+#   non-blocking copy back to the host must be synchronized before it is read,
+#   and an early read that looks right proves nothing. A `DataLoader` can hand
+#   out pinned batches.
 #
 # Next: [06 – Neural networks and GPUs](06-neural-networks-and-gpus.ipynb) puts a
 # whole model on a device.

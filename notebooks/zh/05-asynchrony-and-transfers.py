@@ -5,10 +5,9 @@
 #
 # **你将学到**
 #
-# - GPU 在 Python 背后异步工作，以及怎样给它计时：同步后的时钟、CUDA 事件、
-#   标准的 `torch.utils.benchmark` 和 `d2l_gpu.benchmark`，后两者会一步一步拆开来看；
-# - 搬运数据的代价，用实测说话；
-# - 锁页内存与 `non_blocking`：它们能加快什么、会带来什么竞争，以及 `DataLoader` 交出的锁页批量。
+# - GPU 在 Python 背后异步工作，所以时钟必须等它：同步后的时钟与 CUDA 事件；
+# - 搬运数据的代价，用这样的时钟实测；
+# - 锁页内存与 `non_blocking`：它们能加快什么、会带来什么竞争，以及 `DataLoader` 交出的锁页内存中的批次。
 #
 # **你需要**
 #
@@ -49,9 +48,9 @@ if d2l_gpu.num_gpus() == 0:
 # `torch.cuda.synchronize()`）之后，它会一直等到队列清空。在 CPU 上，运算就在每次调用里完成，
 # 所以两次读数一致；在 GPU 上，第一次读数远小于第二次。
 #
-# 本课所有计时都遵守同一条规则：PyTorch 只用一个 CPU 线程计算（由这个单元格设定），
+# 本课所有计时都遵守两个习惯。PyTorch 只用一个 CPU 线程计算（由这个单元格设定），
 # 免得在一台小而忙的共享机器上，计时结果取决于其他线程多快被唤醒；GPU 自身的工作不受影响。
-# 开始计时之前先调用三次，做预热：第一次调用要付的代价（加载 GPU 代码、准备缓冲区）不计入测量。
+# 开始计时之前先调用几次，做预热：第一次调用要付的代价（加载 GPU 代码、准备缓冲区）不计入测量。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 import time
@@ -75,10 +74,10 @@ print(f"10 products of {n}x{n} matrices on {device}:")
 print(f"  clock read when the loop returned: {queued * 1e3:8.2f} ms")
 print(f"  clock read after synchronizing:    {finished * 1e3:8.2f} ms")
 if finished > 2 * queued:
-    verdict = "the loop returned long before the device finished: the work was queued"
+    meaning = "the loop returned long before the device finished: the work was queued"
 else:
-    verdict = "the work was done inside each call: nothing was left in a queue"
-print(f"  the second reading is {finished / queued:.1f}x the first: {verdict}")
+    meaning = "the work was done inside each call: nothing was left in a queue"
+print(f"  the second reading is {finished / queued:.1f}x the first: {meaning}")
 
 # %% [markdown]
 # CUDA GPU 还能自己计时。`torch.cuda.Event` 是放进队列的一个标记；GPU 经过两个标记之后，
@@ -114,95 +113,35 @@ else:
 # 每次启动核函数都会等它执行完，报错就会指向真正出错的那一行。它会让一切变慢：
 # 只在查找错误时使用，不要用来训练。
 #
-# ## 拆开测量工具看一看
-#
-# 只读一次时钟，噪声很大。标准的测量工具是 PyTorch 自带的 `torch.utils.benchmark.Timer`；
-# 本课用的 `d2l_gpu.benchmark` 遵循同样的做法，返回时间的中位数及其离散程度。两者都不是黑箱。
-# 下面的单元格先手工一步一步地做一遍，再让两个工具测同一个调用：
-#
-# 1. 先调用几次做预热；
-# 2. 决定多少次调用组成一个*块*，让读时钟（以及读之前等待 GPU）的开销相对于整块可以忽略
-#    （手工版：把次数翻倍，直到一块持续 1 ms；`d2l_gpu.benchmark` 的目标是开销不超过 1%，
-#    `Timer` 是 0.01%，块的大小每次扩大十倍）；
-# 3. 一块接一块地计时，总共约 0.5 s，每次读时钟之前都先等设备完成；
-# 4. 报告每次调用时间的中位数和四分位距（IQR），即中间一半的块的分布范围。
-#
-# `Timer` 默认的时钟等待的是*当前*加速器，如果没有另行指定就是 `cuda:0`；
-# 用 `D2L_DEVICE` 限定在 CPU 或 `cuda:1` 上的运行不能碰那块卡，所以我们改用 d2l_gpu 的时钟。
-
-# %% tags=["nbval-ignore-output"]
-from torch.utils import benchmark as torch_benchmark
-
-
-def work():
-    torch.matmul(a, a, out=c)
-
-
-def clock():
-    d2l_gpu.synchronize(device)  # wait for the chosen device; nothing to wait for on a CPU
-    return time.perf_counter()
-
-
-def block(number):
-    start = clock()
-    for _ in range(number):
-        work()
-    return clock() - start
-
-
-for _ in range(3):  # 1. warm up
-    work()
-number = 1  # 2. calls per block
-while block(number) < 1e-3:
-    number *= 2
-times = []  # 3. blocks, about 0.5 s in all
-while sum(times) * number < 0.5:
-    times.append(block(number) / number)
-by_hand = d2l_gpu.Measurement.from_times(times, number, label="by hand")  # 4. median, IQR
-helpers = d2l_gpu.benchmark(work, device=device, min_run_time=0.5, label="d2l_gpu.benchmark")
-timer = torch_benchmark.Timer("work()", globals={"work": work}, timer=clock)
-timed = timer.blocked_autorange(min_run_time=0.5)
-standard = d2l_gpu.Measurement.from_times(timed.times, timed.number_per_run, label="Timer")
-
-
-def verdict(first, second):
-    """The ratio of two medians, and whether the gap stands out from the spread."""
-    apart = first.q1 > second.q3 or second.q1 > first.q3
-    clear = "do not overlap: a clear difference" if apart else "overlap: no clear difference"
-    return (
-        f"{first.label} / {second.label} = {first.median / second.median:.3g}; "
-        f"their q1-q3 ranges {clear}"
-    )
-
-
-for measurement in (by_hand, helpers, standard):
-    print(measurement)
-print(verdict(helpers, standard))
-print(verdict(by_hand, standard))
-
-# %% [markdown]
-# `verdict` 是下面每次比较都遵守的规则：只有两次测量的中间一半（从第一到第三四分位数）
-# 互不重叠，差距才算数。两者重叠时，几个工具的结果一致，那点差别只是噪声。
-# `Timer` 的功能更多（`adaptive_autorange()`，以及生成对比表格的 `Compare`）；
-# `d2l_gpu.benchmark` 接受普通函数，只等待 d2l_gpu 选定的设备。
+# 只读一次时钟，噪声很大，所以下面的单元格把计时交给两个辅助函数。`d2l_gpu.benchmark`
+# 给一个调用计时：先预热，再决定多少次调用组成一个*块*，让读时钟的开销相对于整块很小；
+# 每次读时钟之前都先同步设备；最后报告每次调用时间的中位数，以及各块的四分位距（IQR）。
+# `d2l_gpu.compare` 让两个调用轮流计时（第一个、第二个、第二个、第一个……），
+# 机器慢下来的那一阵就会同时落在两边；它打印一条结论：两边每轮时间之比的中位数落在 1 附近的容差之内，
+# 两者就算一致；只有各轮比值的中间一半都落在容差之外，才算一方明显更慢。
+# `make bench` 会拿这两个辅助函数与 PyTorch 的标准测量工具 `torch.utils.benchmark.Timer` 对照，
+# 并检查两个相同的调用相比时得出“一致”。
 #
 # ## 旁注，实测
 #
 # [03](03-tensors-and-gpus.ipynb) 提到了搬运数据的三种代价：与用到这份数据的运算相比传输很慢，
-# 每次传输都有固定开销，把结果读回来会让 CPU 停下来等。下面的单元格用 `d2l_gpu.benchmark`
-# 逐一测量，并打印结论。**这些数字在这里意味着什么：**
+# 每次传输都有固定开销，把结果读回来会让 CPU 停下来等。下面的单元格逐一测量。
+# 每次比较问的都是一方的代价是不是另一方的*好几倍*，所以都传入 `tolerance=0.5`：
+# 不到 1.5 倍的差距不会改变代码的写法。**这些数字在这里意味着什么：**
 # 本笔记本保存的输出来自一台只有 CPU 的机器，所谓“传输”只是内存里的一次复制。
 # 每次调用的固定开销和 `.item()` 的代价依然看得出来，但复制并不比计算慢。
 # 换到 GPU 上，同样的单元格比较的是总线与 GPU，复制通常比用到这份数据的运算还要费时。
 
 # %% tags=["nbval-ignore-output", "key-result"]
-results = {}
+results = {}  # every measurement, by label, for the plot at the end
 
 
-def measure(label, fn):
-    """Time fn on the chosen device, print the result and keep it for the plot."""
-    results[label] = d2l_gpu.benchmark(fn, device=device, min_run_time=0.1, label=label)
-    print(results[label])
+def side_by_side(first, second, labels):
+    """Compare second against first on the chosen device; print both and keep them."""
+    comparison = d2l_gpu.compare(first, second, labels=labels, device=device, tolerance=0.5)
+    results.update({m.label: m for m in (comparison.first, comparison.second)})
+    print(comparison)
+    return comparison
 
 
 host = torch.randn(512, 512)
@@ -210,27 +149,34 @@ on_device = host.to(device)
 landing = torch.empty_like(on_device)  # where each copy lands, allocated once
 out = torch.empty_like(on_device)
 print(f"copying 1 MiB from the host to {device}, against work done with it on {device}:")
-measure("copy 1 MiB to device", lambda: landing.copy_(host))
-measure("x * 2 on device", lambda: torch.mul(on_device, 2, out=out))
-measure("x @ x on device", lambda: torch.matmul(on_device, on_device, out=out))
-print(verdict(results["copy 1 MiB to device"], results["x * 2 on device"]))
-print(verdict(results["copy 1 MiB to device"], results["x @ x on device"]))
+side_by_side(
+    lambda: torch.mul(on_device, 2, out=out),
+    lambda: landing.copy_(host),
+    ("x * 2 on device", "copy 1 MiB to device"),
+)
+side_by_side(
+    lambda: torch.matmul(on_device, on_device, out=out),
+    lambda: landing.copy_(host),
+    ("x @ x on device", "copy 1 MiB to device"),
+)
 
 # %% [markdown]
 # 每次复制都落进事先分配好的存储，每个运算也都写进现成的输出（`out=`），
 # 这样时钟量到的是传输和运算本身，而不是分配器。逐元素的 `x * 2` 读写的数据量
 # 与复制搬运的一样多，矩阵乘法则对每个元素做大约一千次运算。在 GPU 上，复制多半比这两者都慢。
 #
-# 接着，把同样的 1 MiB 拆成 256 块 4 KiB 逐块复制，再与整块复制一次相比：
+# 接着，把同样的 1 MiB 拆成 256 份、每份 4 KiB，逐份复制，再与整体复制一次相比：
 
 # %% tags=["nbval-ignore-output"]
 pieces = [torch.randn(1024) for _ in range(256)]
 whole = torch.cat(pieces)
 landings = [torch.empty(1024, device=device) for _ in pieces]
 whole_landing = torch.empty(whole.shape, device=device)
-measure("256 copies of 4 KiB", lambda: [d.copy_(p) for d, p in zip(landings, pieces, strict=True)])
-measure("1 copy of 1 MiB", lambda: whole_landing.copy_(whole))
-print(verdict(results["256 copies of 4 KiB"], results["1 copy of 1 MiB"]))
+side_by_side(
+    lambda: whole_landing.copy_(whole),
+    lambda: [d.copy_(p) for d, p in zip(landings, pieces, strict=True)],
+    ("1 x 1 MiB copy", "256 x 4 KiB copy"),
+)
 
 # %% [markdown]
 # 一个一个地读回数值，是同一个错误反方向的版本。训练循环里每一步都调用 `loss.item()`，
@@ -239,16 +185,19 @@ print(verdict(results["256 copies of 4 KiB"], results["1 copy of 1 MiB"]))
 
 # %% tags=["nbval-ignore-output"]
 values = torch.rand(256, device=device)
-measure("256 x .item()", lambda: [v.item() for v in values])
-measure("1 x .tolist()", lambda: values.tolist())
-print(verdict(results["256 x .item()"], results["1 x .tolist()"]))
+side_by_side(
+    lambda: values.tolist(),
+    lambda: [v.item() for v in values],
+    ("1 x .tolist()", "256 x .item()"),
+)
 
 # %% [markdown]
 # 在 CPU 上，循环的代价来自为每个元素创建一个张量，以及每次都要经过 PyTorch 的分发器
 # （为每次调用挑选合适实现的那一层）。在 GPU 上，每次 `.item()` 还要等 GPU 一次，
 # 再通过总线做一次极小的复制，差距只会更大。
 #
-# 下图把七个中位数并排画出，横轴取对数，每个中位数画成一个点，误差棒从第一四分位数延伸到第三四分位数。
+# 下图把这些中位数并排画出，横轴取对数，每个中位数画成一个点，
+# 误差棒从它各块的第一四分位数延伸到第三四分位数。
 
 # %% tags=["nbval-ignore-output"]
 import matplotlib.pyplot as plt
@@ -272,11 +221,11 @@ plt.show()
 # ## 比原书多走一步：锁页内存与 `non_blocking`
 #
 # 从主机到 CUDA GPU 的复制由 GPU 的复制引擎完成，它只能读取锁页（pinned）内存。
-# 如果数据在普通内存里，就得先经过一块锁页的中转缓冲区，CPU 还要等复制结束；
+# 如果数据在普通内存里，就得先经过一块锁页内存做的中转缓冲区，CPU 还要等复制结束；
 # 这时要求 `non_blocking=True` 什么也得不到。如果事先把内存锁页（`tensor.pin_memory()`，
 # 或在 `DataLoader` 里设 `pin_memory=True`），复制就能直接走总线；再加上 `non_blocking=True`，
 # 复制只是排进队列，Python 可以在数据传输的同时继续干活。之后在 GPU 上的运算会自动等它完成；
-# 读时钟之前则必须先同步，`d2l_gpu.benchmark` 会替你做。锁页内存是为复制到 CUDA GPU 服务的，
+# 读时钟之前则必须先同步，`d2l_gpu.compare` 会替你做。锁页内存是为复制到 CUDA GPU 服务的，
 # 所以只有 d2l_gpu 选中了 CUDA GPU，单元格才锁页；否则它不调用任何 CUDA 接口，并如实说明。
 
 # %% tags=["nbval-ignore-output", "key-result"]
@@ -286,11 +235,13 @@ if device.type == "cuda":
     pinned = batch.pin_memory()
     landing = torch.empty(batch.shape, device=device)
     print(f"copying 8 MiB to {device}:")
-    measure("from ordinary memory", lambda: landing.copy_(batch))
-    measure("from pinned memory", lambda: landing.copy_(pinned, non_blocking=True))
-    for label in ("from ordinary memory", "from pinned memory"):
-        print(f"{label}: {batch.nbytes / results[label].median / GiB:.1f} GiB/s")
-    print(verdict(results["from ordinary memory"], results["from pinned memory"]))
+    memories = side_by_side(
+        lambda: landing.copy_(pinned, non_blocking=True),
+        lambda: landing.copy_(batch),
+        ("from pinned memory", "from ordinary memory"),
+    )
+    for m in (memories.first, memories.second):
+        print(f"{m.label}: {batch.nbytes / m.median / GiB:.1f} GiB/s")
 else:
     print(f"The helpers chose {device}, not a CUDA GPU: nothing pinned, no CUDA API called.")
 
@@ -298,28 +249,40 @@ else:
 # 在 CUDA GPU 上，从锁页内存复制通常更快；它真正的好处在于，
 # 当前这批数据还在路上时，CPU 就可以着手准备下一批。
 #
-# 反方向藏着一个陷阱。用 `non_blocking=True` 从 GPU 复制到锁页的主机内存，同样只是排进队列，
-# 可这回读结果的是 *CPU*，没有任何东西让 CPU 等这次复制完成。在同步之前读取主机上的张量，
-# 读到的可能是复制还没来得及填写的内存。（`.to("cpu", non_blocking=True)` 也一样，
-# 它会替你分配锁页的结果张量。）下面把一个全 1 矩阵的乘法排进队列，乘积的每个元素都等于 `n`，
-# 再不加等待地复制回主机；第一个元素读两次，一次读得太早，一次在同步之后。
-# 在 CPU 上两次都对，因为没有任何东西在排队；在 CUDA GPU 上，太早的那次通常读到 `0.0` 或一个过时的值。
+# 反方向藏着一个陷阱。用 `non_blocking=True` 从 GPU 复制到主机上的锁页内存，同样只是排进队列，
+# 可这回读结果的是 *CPU*，没有任何东西让 CPU 等这次复制完成。（`.to("cpu", non_blocking=True)`
+# 也一样，它会替你在锁页内存中分配结果张量。）下面的单元格小心地布下这个陷阱。
+# 它在排入任何工作*之前*就分配好主机上的缓冲区并填上 -1，因为分配锁页内存本身就可能让 CPU 等 GPU。
+# 接着排入二十次全 1 矩阵的乘法（乘积的每个元素都等于 `n`），再排入复制回主机的操作，
+# 然后读取*最后*一个元素，也就是复制最后写入的那个：一次立刻读，一次在同步之后读。
+# 在 CPU 上两次都对，因为没有任何东西在排队；在 CUDA GPU 上，太早的那次应当读到原来的 -1。
+# 竞争也可能碰巧得出正确的结果，即复制恰好先完成了，所以太早的读取看起来正确，
+# 也什么都证明不了：只有同步才能让读取安全。
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "key-result"]
+pin = device.type == "cuda"  # pinned memory serves CUDA copies only
 ones = torch.ones(n, n, device=device)
-product = ones @ ones  # every element equals n; on a GPU this is only queued
-result = torch.empty(product.shape, pin_memory=device.type == "cuda")
-result.copy_(product, non_blocking=True)  # on a GPU: queued behind the product
-too_early = result[0, 0].item()  # result is a CPU tensor: this does not wait
+product = torch.empty_like(ones)
+result = torch.full((n, n), -1.0, pin_memory=pin)  # the host buffer, before any work
+d2l_gpu.synchronize(device)  # start from an empty queue
+for _ in range(20):  # twice the work the first cell timed
+    torch.matmul(ones, ones, out=product)  # every element equals n
+result.copy_(product, non_blocking=True)  # on a GPU: queued behind the products
+too_early = result[-1, -1].item()  # result is a CPU tensor: this does not wait
 d2l_gpu.synchronize(device)
-print(f"read before synchronizing: {too_early} (expected {float(n)})")
-print(f"read after synchronizing:  {result[0, 0].item()}")
-print("the early read was", "right" if too_early == n else "wrong: the copy had not landed yet")
+print(f"last element read before synchronizing: {too_early} (expected {float(n)}, old value -1.0)")
+print(f"last element read after synchronizing:  {result[-1, -1].item()}")
+if too_early != n:
+    print("the early read was wrong: the copy had not landed yet")
+elif device.type == "cpu":
+    print("the early read was right: on the CPU nothing is queued, so there was no race")
+else:
+    print("the early read came out right this time: the race went the lucky way, proving nothing")
 
 # %% [markdown]
-# 设了 `pin_memory=True` 的 `DataLoader` 交出的每一批数据都已在锁页内存里，可以直接用
+# 设了 `pin_memory=True` 的 `DataLoader` 交出的每个批次都已在锁页内存里，可以直接用
 # `non_blocking=True` 复制。下面在一个小数据集上跑一个简短的循环，只有 d2l_gpu 选中了 CUDA GPU
-# 时才要求锁页，并逐批检查。`num_workers=0` 让数据在本进程里加载，使例子保持简单；
+# 时才要求锁页内存中的批次，并逐批检查。`num_workers=0` 让数据在本进程里加载，使例子保持简单；
 # 真正的训练还会用上工作进程。
 
 # %% tags=["nbval-ignore-output"]
@@ -327,7 +290,6 @@ from torch.utils.data import DataLoader, TensorDataset
 
 torch.manual_seed(0)
 data = TensorDataset(torch.randn(512, 32), torch.randn(512, 1))
-pin = device.type == "cuda"  # pinning serves copies to a CUDA GPU only
 loader = DataLoader(data, batch_size=64, pin_memory=pin, num_workers=0)
 weights = torch.zeros(32, 1, device=device)
 total = torch.zeros((), device=device)
@@ -349,11 +311,10 @@ print(f"mean loss of the zero model: {total.item() / len(loader):.2f}")  # one w
 #
 # - GPU 按队列干活，Python 则继续往前跑：读时钟之前必须先等设备完成（`d2l_gpu.synchronize`），
 #   CUDA 事件用 GPU 自己的时钟给工作计时。`CUDA_LAUNCH_BLOCKING=1` 让报错指向出错的那一行。
-# - 认真的测量要预热、用同步后的时钟给成块的调用计时，并报告中位数及其离散程度；
-#   `torch.utils.benchmark.Timer` 和 `d2l_gpu.benchmark` 都是这样做的。
-#   只有两次测量从第一到第三四分位数的范围互不重叠，差距才算数。
+# - `d2l_gpu.benchmark` 和 `d2l_gpu.compare` 替你这样计时；`compare` 用同一条规则、
+#   在说明了的容差下判断两种代价孰轻孰重。
 # - 旁注的实测：复制与运算、许多次小复制与一次大复制、循环里的 `.item()` 与一次性取回，各自都打印了结论。
 # - 锁页内存让复制到 CUDA GPU 的同时 CPU 可以继续干活；不阻塞地复制回主机之后，
-#   必须先同步再读取；`DataLoader` 可以交出锁页的批量。
+#   必须先同步再读取，太早的读取看起来正确也证明不了什么。`DataLoader` 可以交出锁页内存中的批次。
 #
 # 下一篇：[06 – 神经网络与 GPU](06-neural-networks-and-gpus.ipynb)，把整个模型放到设备上。
