@@ -113,30 +113,45 @@ print("a tensor made from a NumPy array lives on:", torch.from_numpy(np.arange(6
 # 这有两个代价。一是它靠一个钩子（“torch function mode”）实现，这个钩子会经手每一次从 Python
 # 调用 torch 的操作，不只是工厂函数，所以每次调用都要多花一点时间；二是它把张量所在的位置藏了起来：
 # 不写设备的代码在不同机器上意思不同，而 `torch.from_numpy` 和 `*_like` 系列函数又不理会这个默认值。
-# 下面的单元格把两点都展示出来：两个张量各落在哪里，以及一次很小的 `torch.add`
-# 在有钩子和没钩子时各花多少时间（结论由单元格把差距与离散程度比较后打印）。
 # `set_default_device(None)` 会撤掉钩子；改回 `"cpu"` 则钩子仍在。
+# 下面的单元格把两种代价都展示出来：两个张量各落在哪里，以及钩子给一千次很小的 `torch.add`
+# 增加了多少时间。计时用的是 `d2l_gpu.compare`，它让两边在几轮里轮流计时，并打印一条结论
+# （[05](05-asynchrony-and-transfers.ipynb) 会细说）。每一边都在自己的一千次调用前后设置默认设备，
+# 两边才能轮流；这次切换的开销与一千次调用相比很小。钩子在每次调用时都要多跑一段固定的 Python 代码，
+# 与只加八个数的加法相比，这段开销很大，远远超出 `compare` 判定两边一致的 ±10% 范围，
+# 所以结论不会被噪声左右。
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "key-result"]
 device = d2l_gpu.try_gpu()
-small = torch.ones(8)  # on the CPU in both runs: this times the hook, not a device
-options = dict(device=d2l_gpu.cpu(), min_run_time=0.05, num_threads=1)
-plain = d2l_gpu.benchmark(torch.add, small, small, **options, label="no default device")
 torch.set_default_device(device)
 try:
     made, wrapped = torch.zeros(2), torch.from_numpy(np.zeros(2))
-    hooked = d2l_gpu.benchmark(torch.add, small, small, **options, label=f"default {device}")
 finally:
     torch.set_default_device(None)
 print(f"default {device}: torch.zeros went to {made.device}, torch.from_numpy to {wrapped.device}")
 print("after set_default_device(None), torch.zeros goes to", torch.zeros(2).device)
-print(plain)
-print(hooked)
-gap, spread = hooked.median - plain.median, max(plain.iqr, hooked.iqr)
-if abs(gap) > spread:
-    print(f"verdict: the hook makes torch.add {hooked.median / plain.median:.2f}x as long")
-else:
-    print("verdict: no difference beyond the spread on this machine")
+
+small = torch.ones(8)  # on the CPU on both sides: this times the hook, not a device
+
+
+def adds(default):
+    """1,000 tiny additions with `default` as the default device (None: no hook)."""
+    torch.set_default_device(default)
+    try:
+        for _ in range(1000):
+            torch.add(small, small)
+    finally:
+        torch.set_default_device(None)
+
+
+hook = d2l_gpu.compare(
+    lambda: adds(None),
+    lambda: adds(device),
+    labels=("1000 adds, no default device", f"1000 adds, default {device}"),
+    device=d2l_gpu.cpu(),
+    num_threads=1,
+)
+print(hook)
 
 # %% [markdown]
 # 有 GPU 时，第一行会显示 `torch.zeros` 在 `cuda:0` 上，而 `torch.from_numpy` 在 `cpu` 上：
@@ -194,3 +209,5 @@ else:
 # - 每个张量都记着自己的设备。PyTorch 从 CPU 起步；默认设备可以改，
 #   代价是每次调用都慢一点，代码也不再一眼看得出张量在哪里。
 # - `d2l_gpu` 只挑存在的设备；`D2L_DEVICE` 缩小它的选择范围，但不会对 PyTorch 隐藏任何 GPU。
+#
+# 下一篇：[02 – 计算设备](02-computing-devices.ipynb)，怎样称呼 CPU 和各块 GPU，怎样只挑存在的设备。
