@@ -4,7 +4,9 @@ Run with `make bench` (or `python tests/benchmarks/bench_overhead.py`). Goals:
 `import d2l_gpu` adds <= 5 % to `import torch`; `try_gpu()` / `try_all_gpus()`
 <= 2 us a call; a Timer start/stop pair <= 0.5 us; `benchmark()` and `Timer`
 agree with `torch.utils.benchmark.Timer` within 5 % on the same CPU matmul;
-`benchmark()` of an empty call takes at most 1.5 x `min_run_time`.
+`benchmark()` of an empty call takes at most 1.5 x `min_run_time`; `compare()` of
+two identical calls (1x1, 100x100 and 512x512 CPU products, and a 2048x2048 one on
+the helpers' GPU if there is one) says "agree" every time, at its default ±10 %.
 Per-call figures are medians over repeats, shown with their quartiles.
 The matmul comparison runs one thread: with other work on the machine, a
 thread pool's stalls would land in one instrument's blocks and not the other's.
@@ -97,6 +99,32 @@ def matmul_agreement(n: int, rounds: int = 11) -> tuple[float, float]:
     return statistics.median(ours), statistics.median(timers)
 
 
+def _identical_pair(n: int, device: torch.device) -> tuple:
+    """Two distinct but identical zero-argument calls: an n x n product into a ready output."""
+    x = torch.randn(n, n, device=device)
+    out = torch.empty_like(x)
+
+    def make():
+        return lambda: torch.mm(x, x, out=out)
+
+    return make(), make()
+
+
+def identical_agreement(n: int, device: torch.device, tries: int = 3) -> tuple[int, float, str]:
+    """compare() of identical calls, `tries` times: how many said 'agree', and the
+    largest |median round ratio - 1| in percent with that try's round-ratio quartiles."""
+    agreed, worst, spread = 0, -1.0, ""
+    for _ in range(tries):
+        first, second = _identical_pair(n, device)
+        result = d2l_gpu.compare(first, second, device=device, num_threads=1)
+        agreed += result.outcome == "agree"
+        deviation = abs(result.ratio - 1) * 100
+        if deviation > worst:
+            worst = deviation
+            spread = f"(round ratios {result.ratio_q1:.3f}-{result.ratio_q3:.3f})"
+    return agreed, worst, spread
+
+
 def main() -> int:
     results: list[tuple[str, float, str, bool]] = []
     ratio = import_overhead()
@@ -116,6 +144,21 @@ def main() -> int:
             results.append(
                 (f"{name} vs torch Timer, {n}x{n} mm", deviation, "%  <= 5", deviation <= 5)
             )
+
+    cases = [(1, d2l_gpu.cpu()), (100, d2l_gpu.cpu()), (512, d2l_gpu.cpu())]
+    if d2l_gpu.try_gpu().type != "cpu":
+        cases.append((2048, d2l_gpu.try_gpu()))
+    for n, device in cases:
+        tries = 3
+        agreed, worst, spread = identical_agreement(n, device, tries)
+        results.append(
+            (
+                f"compare(): identical {n}x{n} mm on {device}, agreed {agreed}/{tries}",
+                worst,
+                f"% off 1 at most, all agree {spread}",
+                agreed == tries,
+            )
+        )
 
     print(
         f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}, helpers use {d2l_gpu.try_gpu()}"
