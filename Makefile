@@ -24,7 +24,7 @@ NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 \
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test-browser test unit notebooks lint format sync execute bench \
-        gpu-check gpu-wheels constraints clean
+        gpu-check gpu-wheels gpu-publish constraints clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -58,11 +58,12 @@ unit: $(STAMP) ## unit tests only (gpu-marked ones skip without a GPU)
 
 # Notebooks may write only to temporary folders: .ci/tree_guard.py fails the run if any
 # file under notebooks/ is new, changed or gone, or if the run leaves anything in the
-# private TMPDIR it gets.
+# private TMPDIR it gets. notebooks/gpu/ holds what a GPU printed (make gpu-publish):
+# a CPU run would not match it, so nbval leaves it out.
 notebooks: $(STAMP) ## re-execute every notebook and compare its stored outputs
 	@if ! ls notebooks/*/*.ipynb >/dev/null 2>&1; then \
 	    echo "notebooks/ holds no .ipynb yet: nothing for nbval to run"; exit 0; fi; \
-	$(PY) .ci/tree_guard.py notebooks -- $(PY) -m pytest -q $(NBVAL) notebooks
+	$(PY) .ci/tree_guard.py notebooks -- $(PY) -m pytest -q $(NBVAL) --ignore=notebooks/gpu notebooks
 
 lint: $(STAMP) ## ruff: lint and formatting
 	$(PY) -m ruff check .
@@ -86,6 +87,12 @@ bench: $(STAMP) ## the helpers' costs: try_gpu, Timer, benchmark() against torch
 gpu-check: ## on a GPU machine: every lesson against its stored outputs, GPU tests, figures (< 8 min)
 	$(GPU_PYTHON) .ci/gpu_check.py --report $(GPU_REPORT) --wheels $(GPU_WHEELS) \
 	    --budget $(GPU_BUDGET)
+
+# Back from the GPU machine with its report: the lessons as executed there go to
+# notebooks/gpu/<machine>/ with a manifest, and the links to them are rendered (README,
+# notebooks/README.md, each lesson's title cell). Standard library only.
+gpu-publish: ## publish a gpu-check report's lessons in notebooks/gpu/ (GPU_REPORT), links rendered
+	$(GPU_PYTHON) .ci/publish_gpu_outputs.py --report $(GPU_REPORT)
 
 # The wheels a torch-only GPU box lacks, for its Python (GPU_PYTHON_VERSION) on
 # manylinux x86_64, in sets: science (what the lessons import), tests (pytest), notebook
