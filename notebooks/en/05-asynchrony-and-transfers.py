@@ -132,8 +132,9 @@ else:
 # of the machine falls on both, and prints a verdict: the two agree when the
 # median ratio of their blocks lies within a tolerance of 1; one is clearly
 # slower only when the middle half of the per-round ratios lies beyond it.
-# `make bench` checks both helpers against PyTorch's standard instrument,
-# `torch.utils.benchmark.Timer`, and checks that two identical calls agree.
+# `make bench` checks `benchmark` against PyTorch's standard instrument,
+# `torch.utils.benchmark.Timer`, and checks that `compare` finds two identical
+# calls in agreement.
 #
 # ## Side notes, measured
 #

@@ -119,8 +119,8 @@ else:
 # `d2l_gpu.compare` 让两个调用轮流计时（第一个、第二个、第二个、第一个……），
 # 机器慢下来的那一阵就会同时落在两边；它打印一条结论：两边每轮时间之比的中位数落在 1 附近的容差之内，
 # 两者就算一致；只有各轮比值的中间一半都落在容差之外，才算一方明显更慢。
-# `make bench` 会拿这两个辅助函数与 PyTorch 的标准测量工具 `torch.utils.benchmark.Timer` 对照，
-# 并检查两个相同的调用相比时得出“一致”。
+# `make bench` 会拿 `benchmark` 与 PyTorch 的标准测量工具 `torch.utils.benchmark.Timer` 对照，
+# 并检查 `compare` 比较两个相同的调用时得出“一致”。
 #
 # ## 旁注，实测
 #
