@@ -74,13 +74,18 @@ def _accelerator_info(device: torch.device) -> DeviceInfo:
     return DeviceInfo(str(device), device.type.upper(), total, total - free)
 
 
+def _offered() -> list[torch.device]:
+    """The GPUs the helpers offer; with a bad ``D2L_DEVICE`` (device_report flags it), all."""
+    try:
+        return try_all_gpus()
+    except ValueError:
+        return _hardware_gpus()
+
+
 def device_info() -> list[DeviceInfo]:
     """The CPU and every accelerator this machine has, with their memory. A card that
     ``D2L_DEVICE`` leaves out is listed but never asked, so the run stays off it."""
-    try:
-        offered = try_all_gpus()
-    except ValueError:  # a bad D2L_DEVICE, which device_report flags
-        offered = _hardware_gpus()
+    offered = _offered()
     left_out = f"not queried: {ENV_VAR} leaves it out"
     return [DeviceInfo("cpu", _cpu_name(), *_host_memory())] + [
         _accelerator_info(d) if d in offered else DeviceInfo(str(d), left_out, None, None)
@@ -93,15 +98,35 @@ def _blas() -> str:
     return match.group(1) if match else "unknown"
 
 
+def _cudnn() -> str:
+    """cuDNN's version, or 'none', found without starting CUDA for a card the helpers
+    leave out.
+
+    ``torch.backends.cudnn.version()`` asks the loaded library, then every CUDA card's
+    compute capability, and that starts CUDA. While ``D2L_DEVICE`` keeps the helpers
+    off a card, the version torch was compiled against is read instead and labelled
+    so: a constant, which the loaded library may exceed by a minor version.
+    """
+    if not torch.backends.cudnn.is_available():
+        return "none"
+    cards = [d for d in _hardware_gpus() if d.type == "cuda"]
+    offered = _offered()
+    left_out = [str(d) for d in cards if d not in offered]
+    if not left_out:
+        return str(torch.backends.cudnn.version() or "none")
+    major, minor, patch = torch._C._cudnn.getCompileVersion()
+    which = "CUDA" if len(left_out) == len(cards) else ", ".join(left_out)
+    return f"{major}.{minor}.{patch} compiled in; library not asked: {ENV_VAR} leaves {which} out"
+
+
 def software_versions() -> dict[str, str]:
     """Versions that decide what a device can do, as strings; 'none' when absent."""
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda or "none",
         "hip": getattr(torch.version, "hip", None) or "none",
-        "cudnn": str(cudnn) if cudnn else "none",
+        "cudnn": _cudnn(),
         "blas": _blas(),
         "torch threads": str(torch.get_num_threads()),
         "nvidia-smi": shutil.which("nvidia-smi") or "not found",

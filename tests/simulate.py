@@ -85,3 +85,59 @@ def simulate_cuda_contexts(
         monkeypatch.setattr(module, "synchronize", needs_context)
     monkeypatch.setattr(torch.cuda, "set_device", needs_context)
     return contexts
+
+
+# Every way the report could start CUDA or ask a card; none is harmless under D2L_DEVICE=cpu.
+CUDA_ENTRY_POINTS = {
+    torch.cuda: (
+        "_lazy_init", "init", "synchronize", "set_device", "current_device", "mem_get_info",
+        "get_device_name", "get_device_properties", "get_device_capability",
+        "device_memory_used", "reset_peak_memory_stats",
+    ),
+    torch.accelerator: (
+        "synchronize", "get_memory_info", "set_device_index", "current_device_index",
+    ),
+}  # fmt: skip
+
+
+def guard_cuda(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Make every CUDA entry point record its name and raise; return the live record.
+
+    The record is what a test checks: code under test may catch the error.
+    """
+    touched: list[str] = []
+
+    def entry(name: str):
+        def refuse(*args, **kwargs):
+            touched.append(name)
+            raise RuntimeError(f"touched CUDA: {name}")
+
+        return refuse
+
+    for module, names in CUDA_ENTRY_POINTS.items():
+        for name in names:
+            monkeypatch.setattr(module, name, entry(f"{module.__name__}.{name}"))
+    monkeypatch.setattr(torch._C, "_cuda_init", entry("torch._C._cuda_init"), raising=False)
+    return touched
+
+
+def simulate_cudnn(
+    monkeypatch: pytest.MonkeyPatch,
+    compiled: tuple[int, int, int] = (9, 10, 2),
+    loaded: int = 91900,
+) -> None:
+    """Make torch a CUDA build with cuDNN: compiled against ``compiled``, ``loaded`` found.
+
+    ``torch.backends.cudnn.version()`` is modelled on torch's own: it asks every card's
+    compute capability (which starts CUDA) before it answers.
+    """
+
+    def version() -> int:
+        for index in range(torch.accelerator.device_count()):
+            torch.cuda.get_device_capability(index)
+        return loaded
+
+    monkeypatch.setattr(torch._C, "_has_cudnn", True)
+    monkeypatch.setattr(torch._C, "_cudnn", SimpleNamespace(getCompileVersion=lambda: compiled),
+                        raising=False)  # fmt: skip
+    monkeypatch.setattr(torch.backends.cudnn, "version", version)

@@ -1,5 +1,6 @@
 """python -m d2l_gpu: help, info, check."""
 
+import importlib.metadata as metadata
 import json
 import os
 import subprocess
@@ -7,7 +8,8 @@ import sys
 
 import pytest
 
-from d2l_gpu.__main__ import build_parser, check_lines, main
+from d2l_gpu.__main__ import _NOTEBOOK_PACKAGES, build_parser, check_lines, main
+from tests.simulate import guard_cuda, simulate_cudnn, simulate_machine
 
 
 def run_cli(*args, **env):
@@ -55,7 +57,17 @@ def test_unknown_subcommand_exits_with_usage():
     assert "invalid choice: 'frobnicate'" in result.stderr
 
 
+def _installed(distribution: str) -> bool:
+    try:
+        return bool(metadata.version(distribution))
+    except metadata.PackageNotFoundError:
+        return False
+
+
 def test_check_passes_in_the_dev_environment(capsys):
+    missing = [name for name in _NOTEBOOK_PACKAGES if not _installed(name)]
+    if missing:  # a bare GPU machine: torch alone; `check --core` is its test
+        pytest.skip(f"needs the notebook extras, missing here: {', '.join(missing)}")
     assert main(["check"]) == 0
     out = capsys.readouterr().out
     assert "[OK] torch" in out and "[FAIL]" not in out and "[INFO]" in out
@@ -130,3 +142,16 @@ def test_under_an_older_torch_the_command_says_so_in_one_line(tmp_path):
     assert result.stdout == ""
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "ImportError: d2l_gpu needs torch >= 2.6, found torch 2.5.1" in result.stderr
+
+
+@pytest.mark.parametrize("argv", [["info"], ["info", "--json"], ["check", "--core"]])
+def test_under_d2l_device_cpu_no_command_touches_cuda(monkeypatch, capsys, argv):
+    """`python -m d2l_gpu info` on a simulated two-GPU CUDA machine with cuDNN."""
+    simulate_machine(monkeypatch, "cuda", 2)
+    simulate_cudnn(monkeypatch)
+    touched = guard_cuda(monkeypatch)
+    monkeypatch.setenv("D2L_DEVICE", "cpu")
+    assert main(argv) == 0
+    assert touched == []
+    expected = "[INFO] 2 cuda device(s) found" if argv[0] == "check" else "cuda:1"
+    assert expected in capsys.readouterr().out

@@ -10,7 +10,7 @@ import torch
 
 import d2l_gpu
 from d2l_gpu import devices, report
-from tests.simulate import simulate_cuda_contexts, simulate_machine
+from tests.simulate import guard_cuda, simulate_cuda_contexts, simulate_cudnn, simulate_machine
 
 
 def test_report_on_this_machine_lists_cpu_versions_and_choice():
@@ -158,3 +158,51 @@ def test_report_on_simulated_mps_machine(monkeypatch):
     monkeypatch.setattr(torch.mps, "driver_allocated_memory", lambda: 2**30)
     rows = d2l_gpu.device_info()
     assert rows[1].device == "mps:0" and rows[1].total_memory == 8 * 2**30
+
+
+def test_under_d2l_device_cpu_the_report_touches_no_cuda_entry_point(monkeypatch):
+    """On a CUDA machine D2L_DEVICE=cpu keeps CUDA unstarted: cuDNN's version is the
+    compiled-in one (asking the library asks every card's compute capability)."""
+    simulate_machine(monkeypatch, "cuda", 2)
+    simulate_cudnn(monkeypatch, compiled=(9, 10, 2))
+    touched = guard_cuda(monkeypatch)
+    monkeypatch.setenv(devices.ENV_VAR, "cpu")
+    text = d2l_gpu.device_report()
+    assert touched == []
+    assert (
+        "cudnn          9.10.2 compiled in; library not asked: D2L_DEVICE leaves CUDA out\n" in text
+    )
+    assert re.search(
+        r"^cuda:1 +unknown +unknown +not queried: D2L_DEVICE leaves it out$", text, re.M
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "cudnn", "asked"),
+    [
+        (None, "91900", ["cuda:0", "cuda:1", 0, 1]),  # the library, then each capability
+        ("cuda", "91900", ["cuda:0", "cuda:1", 0, 1]),
+        (
+            "cuda:1",
+            "9.10.2 compiled in; library not asked: D2L_DEVICE leaves cuda:0 out",
+            ["cuda:1"],
+        ),
+    ],
+)
+def test_cudnn_is_asked_only_when_the_helpers_offer_every_cuda_card(
+    monkeypatch, value, cudnn, asked
+):
+    simulate_machine(monkeypatch, "cuda", 2)
+    simulate_cudnn(monkeypatch, compiled=(9, 10, 2), loaded=91900)
+    simulate_cuda_contexts(monkeypatch, in_use={0, 1})
+    queried = []
+    properties = torch.cuda.get_device_properties
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda d: queried.append(str(d)) or properties(d)
+    )
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i: queried.append(i) or (9, 0))
+    if value:
+        monkeypatch.setenv(devices.ENV_VAR, value)
+    assert report.software_versions()["cudnn"] == cudnn
+    d2l_gpu.device_info()
+    assert sorted(queried, key=str) == sorted(asked, key=str)
