@@ -5,8 +5,14 @@ Colab, asks for exactly one install (this repository, --no-deps); and that
 install, pointed at a local clone instead of GitHub, puts d2l_gpu and nothing
 else into a fresh environment, where it imports against a torch already there
 (as Colab's is).
+
+Neither half needs Jupyter: the setup cell is read from the paired ``.ipynb`` (what
+Colab opens) as JSON, and it is plain Python (``get_ipython()`` calls, no ``%``
+syntax: every lesson also runs as a plain script), so ``exec`` runs it as IPython
+would.
 """
 
+import json
 import os
 import shlex
 import subprocess
@@ -16,9 +22,7 @@ import types
 from pathlib import Path
 from unittest import mock
 
-import jupytext
 import pytest
-from IPython.core.inputtransformer2 import TransformerManager
 
 from tests.repository import LESSON_SOURCES, ROOT, TOOL
 
@@ -40,14 +44,15 @@ class FakeIPython:
 
 
 def _setup_cell(path: Path) -> str:
-    notebook = jupytext.read(path)
-    return next(c.source for c in notebook.cells if c.cell_type == "code")
+    notebook = json.loads(path.with_suffix(".ipynb").read_text(encoding="utf-8"))
+    source = next(c["source"] for c in notebook["cells"] if c["cell_type"] == "code")
+    return "".join(source) if isinstance(source, list) else source
 
 
 def _run_setup_cell(path: Path, on_colab: bool) -> list[str]:
     """Run the lesson's first code cell as IPython would; return what it asked IPython to run."""
     shell = FakeIPython()
-    code = TransformerManager().transform_cell(_setup_cell(path))
+    code = _setup_cell(path)
     colab = {"google": types.ModuleType("google"), "google.colab": types.ModuleType("google.colab")}
     with (
         mock.patch.dict(sys.modules, colab if on_colab else {}),
@@ -119,11 +124,14 @@ def test_the_colab_install_from_git_adds_d2l_gpu_alone_and_imports(lessons, tmp_
     lent = [fresh_site / name for name in names]
     for path in lent:
         path.symlink_to(outer_site / path.name)
+    # Without PYTHONPATH: a checkout on it (its d2l_gpu.egg-info) would pass for an install.
+    alone = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     install = subprocess.run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--no-index",
          "--no-build-isolation", "--disable-pip-version-check", *local],
         capture_output=True,
         text=True,
+        env=alone,
     )  # fmt: skip
     for path in lent:
         path.unlink()
@@ -138,7 +146,9 @@ def test_the_colab_install_from_git_adds_d2l_gpu_alone_and_imports(lessons, tmp_
         f"import sys; sys.path.append({str(outer_site)!r}); import d2l_gpu, torch; "
         "print(d2l_gpu.__file__); print(torch.__file__); print(d2l_gpu.try_gpu())"
     )
-    imported = subprocess.run([python, "-c", probe], capture_output=True, text=True, cwd=tmp_path)
+    imported = subprocess.run(
+        [python, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=alone
+    )
     assert imported.returncode == 0, imported.stderr
     d2l_file, torch_file, device = imported.stdout.split()
     assert Path(d2l_file).is_relative_to(fresh_site), d2l_file
