@@ -124,10 +124,11 @@ print("d2l_gpu.try_gpu(): ", d2l_gpu.try_gpu())
 # `torch.cuda.device_count()` counts CUDA (and ROCm) cards. Recent PyTorch also has
 # an accelerator-neutral API, `torch.accelerator`, which counts Apple or Intel GPUs
 # too. `d2l_gpu.num_gpus()` answers the same question and also honours the
-# `D2L_DEVICE` setting shown at the end. Here a CPU-only machine prints zeros and
-# `None`; a machine with two NVIDIA cards prints `2`, `2`, `2` and `cuda`. (Above,
-# the plain-PyTorch line prints `cuda` and the helper `cuda:0`.) Counting asks
-# the driver how many cards there are; it reserves nothing on them.
+# `D2L_DEVICE` setting shown at the end. A CPU-only machine prints zeros and
+# `None`; one NVIDIA card gives `1`, `1`, `1` and `cuda`, two give `2`, `2`, `2`
+# and `cuda`. (With a GPU, the plain-PyTorch line above printed `cuda` and the
+# helper `cuda:0`.) Counting asks the driver how many cards there are; it
+# reserves nothing on them.
 
 # %% tags=["nbval-ignore-output"]
 print("torch.cuda.device_count():       ", torch.cuda.device_count())
@@ -230,9 +231,9 @@ print("try_gpu(3): ", d2l_gpu.try_gpu(3))
 d2l_gpu.try_all_gpus()
 
 # %% [markdown]
-# Here, without a GPU, both `try_gpu` calls give the CPU and `try_all_gpus()` gives
-# `[device(type='cpu')]`. On a machine with two GPUs the answers would be
-# `cuda:0`, `cpu` and `[cuda:0, cuda:1]`.
+# Without a GPU, both `try_gpu` calls give the CPU and `try_all_gpus()` gives
+# `[device(type='cpu')]`. With one GPU the answers are `cuda:0`, `cpu` and
+# `[cuda:0]`; with two, `cuda:0`, `cpu` and `[cuda:0, cuda:1]`.
 #
 # A GPU index is a whole number from 0; anything else is refused with a message
 # that says what was wrong rather than quietly handing back the CPU:

@@ -109,8 +109,7 @@ X = torch.ones(2, 3, device=d2l_gpu.try_gpu())
 X
 
 # %% [markdown]
-# A GPU has far less memory than a server has RAM, so it pays to know what a
-# tensor takes: the number of elements times the bytes per element.
+# The memory `X` takes is its number of elements times the bytes of each:
 
 # %%
 print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:", X.nbytes)
@@ -121,8 +120,9 @@ print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:
 #
 # The book now creates a random tensor on a second GPU. `try_gpu(1)` gives the
 # second GPU when there is one and the CPU otherwise, and the cell says which
-# happened. The values depend on each device's random number generator, so they
-# differ between a CPU run and a GPU run; the shape does not.
+# happened. The values depend on each device's random number generator, so on
+# a second GPU they differ from a CPU run's; with fewer GPUs `Y` is drawn on the
+# CPU, with the CPU's values. The shape is the same everywhere.
 
 # %% tags=["nbval-ignore-output"]
 Y = torch.rand(2, 3, device=d2l_gpu.try_gpu(1))
@@ -195,9 +195,10 @@ print(Z)
 
 # %% [markdown]
 # `X` and `Z` hold the same values; with two GPUs they print different devices,
-# `cuda:0` and `cuda:1`. On a machine with one device, `X` is already where `Y`
-# is, so `X.to(Y.device)` copies nothing and `Z` *is* `X`, the same object. The
-# next cell says which case this is.
+# `cuda:0` and `cuda:1`. With one GPU, `X` is on it and `Y` on the CPU, so `Z` is
+# a copy of `X` in main memory, printed without a device. Without a GPU, `X` is
+# already where `Y` is, so `X.to(Y.device)` copies nothing and `Z` *is* `X`, the
+# same object. The next cell says which case this is.
 
 # %% tags=["nbval-ignore-output"]
 print(f"X on {X.device}, Z on {Z.device}; Z is X: {Z is X}")

@@ -84,10 +84,19 @@ for shape, dtype in [
 # the cell reads there. The CPU has no such allocator to ask: a tensor there is
 # part of the process's ordinary memory, which the operating system counts, so
 # on the CPU the cell calls no GPU API at all.
+#
+# On a CUDA GPU the cell first starts CUDA itself, with `torch.cuda.init()`.
+# PyTorch starts CUDA lazily, when something first needs it (usually the first
+# tensor put on a GPU), and the allocator comes into being only then. Before
+# that, its readers answer 0, but `reset_peak_memory_stats(device)` stops with
+# `RuntimeError: Invalid device argument`: there is no allocator for that
+# device yet. Starting CUDA on purpose makes the order visible, and lets the
+# first line show the card's memory before any tensor exists.
 
 # %% tags=["nbval-ignore-output"]
 device = d2l_gpu.try_gpu()
 if device.type == "cuda":
+    torch.cuda.init()  # start CUDA: its allocator, and so its counters, exist from here
     torch.cuda.reset_peak_memory_stats(device)
 
     def show(step):
@@ -127,7 +136,15 @@ else:
 # On a CUDA GPU the lines show `allocated` rise by 64 MiB and fall back when the
 # tensor is deleted, `reserved` stay up until `empty_cache()`, `peak` remember
 # the moment both tensors existed, and the driver's figure stay well above all
-# of them.
+# of them. Already at the start, before any tensor, the card has memory in use:
+# the CUDA context. And the driver's figure does not fall back to where it
+# started, not even after `empty_cache()`. It grew when the multiplication ran,
+# the first GPU kernel of this process: CUDA loads a kernel's code onto the
+# card the first time that kernel runs ("lazy loading", the default of recent
+# CUDA versions, which PyTorch asks older ones for), and may reserve working
+# space for running it. That memory belongs to the context, not to PyTorch's
+# allocator, so `empty_cache()` cannot hand it back; it grows with each new kind
+# of kernel and goes only when the process ends.
 #
 # ## Copies cost memory, in bytes
 #

@@ -155,9 +155,13 @@ print("final state on", state.device, "| zeros_like(state) on", torch.zeros_like
 # with state does not: Adagrad, for one, makes its running sums when it is
 # built, next to the parameters as they are then, and moving the model later
 # leaves those sums behind. On a GPU machine the first line shows the weight on
-# `cuda:0` and the early optimizer's state on `cpu`, and its step fails with a
-# `RuntimeError` saying that tensors of the same index must be on the same
-# device; the optimizer built after the move keeps its state on `cuda:0` and
+# `cuda:0` and the early optimizer's state on `cpu`, and its step fails; torch
+# prints
+#
+# > RuntimeError: Expected all tensors to be on the same device, but found at
+# > least two devices, cuda:0 and cpu!
+#
+# while the optimizer built after the move keeps its state on `cuda:0` and
 # steps. On a CPU-only machine nothing moves, so both work.
 
 # %% tags=["nbval-ignore-output"]
@@ -198,8 +202,11 @@ print("outside the block, new tensors go to", torch.ones(1).device)
 # there is a third place: the `meta` device. A tensor there has a shape and a
 # dtype but no memory and no values, so "building" a model on it costs nothing.
 # `to_empty(device=...)` then gives every parameter memory on the real device,
-# uninitialised, and the layers' own `reset_parameters()` fills it in there.
-# (Loading a checkpoint into the empty model is the other way to fill it.)
+# uninitialised, and the layers' own `reset_parameters()` fills it in there:
+# the cell checks that the weights are spread as `nn.Linear` draws them,
+# uniformly within ±1/√(inputs), which leftover memory would not be. Loading a
+# checkpoint is the other way to fill the model; the cell loads the weights of
+# a twin built on the CPU and checks that both give the same outputs.
 
 # %%
 with torch.device("meta"):
@@ -211,7 +218,15 @@ for module in big.modules():
     if isinstance(module, nn.Linear):
         module.reset_parameters()  # the usual random start, drawn on the device
 print("after to_empty and reset_parameters:", big[0].weight.device)
-print("every weight is a finite number:", all(p.isfinite().all().item() for p in big.parameters()))
+bound, weight = 1 / 1024**0.5, big[0].weight  # nn.Linear draws from ±1/sqrt(inputs)
+spread = bool(weight.abs().max() <= bound) and abs(weight.std().item() * 3**0.5 / bound - 1) < 0.01
+print("first layer's weights spread as nn.Linear draws them:", spread)
+torch.manual_seed(0)
+twin = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))  # on the CPU
+big.load_state_dict(twin.state_dict())  # copies each tensor to where big's tensor is
+x = torch.randn(8, 1024)
+same = torch.allclose(big(x.to(device)).cpu(), twin(x), atol=1e-3)  # room for TF32 on a GPU
+print("with the twin's weights loaded, outputs equal the CPU twin's:", same)
 
 # %% [markdown]
 # ## What a training step does on the device
@@ -219,13 +234,20 @@ print("every weight is a finite number:", all(p.isfinite().all().item() for p in
 # `torch.profiler` records what a few training steps ran, operation by
 # operation, and on a CUDA GPU also each kernel the GPU ran. The step below is
 # what the rest of the book does: copy a minibatch from the host, forward,
-# backward, update, and read the loss with `.item()`. The cell traces three
-# steps after one warm-up and prints the eight rows with the most time of
-# their own (without that of the operations they call), on the CPU and on the
-# GPU, then every row that copies or waits, wherever it ranks.
+# backward, update, and read the loss with `.item()`. A *schedule* says which
+# steps to record: `wait=1` lets the first step run untraced (the first
+# kernels load, the libraries start), `warmup=1` runs the profiler through the
+# second without keeping it, so that its own start-up lands there, and
+# `active=3` records the next three. `trace.step()` marks the end of each step.
+#
+# The cell then prints rows with the most time of their own (without that of
+# the operations they call): on a CUDA GPU first the kernels and copies the GPU
+# ran, by GPU time, then the work on the CPU, by CPU time; after that every row
+# that copies or waits, and last the rows the profiler adds itself.
 
 # %% tags=["nbval-ignore-output"]
-from torch.profiler import ProfilerActivity, profile
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, schedule
 
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1)).to(device)
@@ -242,48 +264,72 @@ def step():
     return loss.item()  # waits for the device, copies one number back
 
 
-step()  # warm-up, outside the trace
 on_cuda = device.type == "cuda"
 activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
-with profile(activities=activities) as trace:
-    for _ in range(3):
+plan = schedule(wait=1, warmup=1, active=3, repeat=1)
+# acc_events=True keeps every cycle's events: one cycle here, so it only silences a warning.
+with profile(activities=activities, schedule=plan, acc_events=True) as trace:
+    for _ in range(5):
         step()
-events = sorted(
-    trace.key_averages(),
-    key=lambda event: event.self_cpu_time_total + event.self_device_time_total,
-    reverse=True,
-)
+        trace.step()
+
+OWN = ("ProfilerStep", "Activity Buffer Request", "cudaDeviceSynchronize")  # the profiler's
+WAITS = ("aten::copy_", "aten::_to_copy", "aten::item", "aten::_local_scalar_dense", "Memcpy")
+WAITS += ("cudaMemcpy", "cudaStreamSynchronize")
+rows = [e for e in trace.key_averages() if not e.key.startswith(OWN)]
+kernels = [e for e in rows if e.device_type != DeviceType.CPU]  # on a GPU: what it ran
+host = [e for e in rows if e.device_type == DeviceType.CPU]
 
 
-def show(rows):
-    for event in rows:
-        on_gpu = f"{event.self_device_time_total:13.0f}" if on_cuda else f"{'-':>13}"
-        print(f"{event.key[:43]:<44}{event.count:>6}{event.self_cpu_time_total:13.0f}{on_gpu}")
+def top(events, time, count):
+    return sorted(events, key=lambda event: getattr(event, time), reverse=True)[:count]
 
 
-print(f"{'operation or kernel':<44}{'calls':>6}{'self CPU us':>13}{'self GPU us':>13}")
-show(events[:8])
-print("copies and waits, wherever they rank:")
-show([e for e in events if any(word in e.key for word in ("copy", "Memcpy", "Sync", "item", "scalar"))])
+def show(title, events):
+    print(title)
+    for event in events:
+        gpu = f"{event.self_device_time_total:12.0f}" if on_cuda else f"{'-':>12}"
+        name = event.key.removeprefix("void ")[:40]
+        print(f"  {name:<41}{event.count:>6}{event.self_cpu_time_total:12.0f}{gpu}")
+
+
+print(f"  {'operation or kernel':<41}{'calls':>6}{'self CPU us':>12}{'self GPU us':>12}")
+if on_cuda:
+    show("kernels and copies on the GPU, by GPU time:", top(kernels, "self_device_time_total", 8))
+show("work on the CPU, by CPU time:", top(host, "self_cpu_time_total", 5 if on_cuda else 8))
+show("copies and waits, wherever they rank:", [e for e in rows if e.key.startswith(WAITS)])
+show("the profiler's own rows:", [e for e in trace.key_averages() if e.key.startswith(OWN)])
 
 # %% [markdown]
 # Read the table as a list of suspects. On a CPU, as stored here, the top rows
 # are the matrix products (`aten::addmm` forward, `aten::mm` backward) and the
-# element-wise work of ReLU and the loss. The copies are all within main
-# memory: `aten::copy_` is mostly `addmm` copying the bias into its output,
-# and `aten::item` with `aten::_local_scalar_dense` reads the loss. Nothing
-# crosses to another device and nothing waits: there is only one device.
+# element-wise work of ReLU, the loss and its gradient. The copies are all
+# within main memory: `aten::copy_` is mostly `addmm` copying the bias into its
+# output, and `aten::item` with `aten::_local_scalar_dense` reads the loss.
+# Nothing crosses to another device and nothing waits: there is only one device.
 #
-# On a CUDA GPU we would expect two kinds of rows. Operator rows (`aten::...`)
-# keep a self CPU time, now the cost of *launching* work, and kernel rows (a
-# matrix-product kernel with `gemm` in its name, element-wise kernels) carry
-# the self GPU time. Among the copies, `Memcpy HtoD` is the two input copies
-# of each step and `Memcpy DtoH` the loss that `.item()` reads back. The wait
-# shows as a CUDA runtime call, `cudaStreamSynchronize` or `cudaMemcpyAsync`,
-# whose self CPU time is mostly the CPU standing still until the GPU has
-# finished the step. For a timeline instead of a table,
-# `trace.export_chrome_trace(path)` writes a file that Perfetto or
-# `chrome://tracing` shows.
+# On a CUDA GPU the first part lists what the GPU ran: matrix-product kernels
+# from cuBLAS (usually with `gemm` in their names), element-wise kernels, and
+# the copies, `Memcpy HtoD (Pageable -> Device)` for the two inputs of each
+# step and `Memcpy DtoH (Device -> Pinned)` for the loss that `.item()` reads
+# back. On the CPU the `aten::` operators now only *launch* work, and CUDA
+# runtime calls join them: `cudaLaunchKernel` for each kernel,
+# `cudaMemcpyAsync` for each copy, and `cudaStreamSynchronize`, whose self CPU
+# time is mostly the CPU standing still until the GPU has finished the step.
+#
+# The last rows are the profiler's own. `ProfilerStep*` is the marker the
+# schedule puts around each recorded step; its self time is the step's Python
+# outside any operation. On a CUDA GPU, `cudaDeviceSynchronize` is the profiler
+# waiting for the GPU when it stops, so that every kernel is in, and `Activity
+# Buffer Request` is CUPTI, NVIDIA's tracing library, asking for memory to
+# write its records into; the warm-up step is there so that most of that
+# happens before the recording. Without a schedule, such start-up costs rank
+# among the operations. Some torch versions also warn
+# on every trace that the profiler "clears events at the end of each cycle".
+# That concerns schedules that repeat; `acc_events=True`, which keeps every
+# cycle's events, silences it and changes nothing in a one-cycle trace. For a
+# timeline instead of a table, `trace.export_chrome_trace(path)` writes a file
+# that Perfetto or `chrome://tracing` shows.
 
 # %% [markdown]
 # ## What this lesson showed
@@ -297,8 +343,8 @@ show([e for e in events if any(word in e.key for word in ("copy", "Memcpy", "Syn
 # - `torch.device(...)` as a context manager creates tensors and layers on a
 #   device from the start; the `meta` device builds a model with no memory,
 #   and `to_empty` plus initialisation makes it real where it will run.
-# - A profiler trace shows which operations and kernels a step runs, and
-#   where its copies and waits are.
+# - A profiler trace, recorded after a warm-up on a schedule, shows which
+#   operations and kernels a step runs, and where its copies and waits are.
 #
 # Reading and writing a model's parameters across devices, for instance saving
 # on a GPU and loading on a CPU, is one of the [exercises](08-exercises.ipynb).

@@ -118,8 +118,9 @@ print("d2l_gpu.try_gpu(): ", d2l_gpu.try_gpu())
 # `torch.cuda.device_count()` 只数 CUDA（以及 ROCm）显卡。较新的 PyTorch 还提供了
 # 不限厂商的 `torch.accelerator`，Apple、Intel 的 GPU 也算在内。
 # `d2l_gpu.num_gpus()` 回答的是同一个问题，此外还会遵从文末介绍的 `D2L_DEVICE` 设置。
-# 在只有 CPU 的机器上，这里打印的是几个 0 和 `None`；插着两块 NVIDIA 卡的机器则打印
-# `2`、`2`、`2` 和 `cuda`。（上面那个单元格里，原生 PyTorch 一行打印 `cuda`，辅助函数打印 `cuda:0`。）
+# 在只有 CPU 的机器上，这里打印的是几个 0 和 `None`；插着一块 NVIDIA 卡的机器打印
+# `1`、`1`、`1` 和 `cuda`，两块则打印 `2`、`2`、`2` 和 `cuda`。
+# （有 GPU 时，上面那个单元格里原生 PyTorch 一行打印 `cuda`，辅助函数打印 `cuda:0`。）
 # 数 GPU 只是问驱动有几块卡，不会在卡上占用任何东西。
 
 # %% tags=["nbval-ignore-output"]
@@ -216,8 +217,8 @@ print("try_gpu(3): ", d2l_gpu.try_gpu(3))
 d2l_gpu.try_all_gpus()
 
 # %% [markdown]
-# 这台机器没有 GPU，所以两次 `try_gpu` 都得到 CPU，`try_all_gpus()` 得到
-# `[device(type='cpu')]`。换到有两块 GPU 的机器上，结果会是 `cuda:0`、`cpu`
+# 没有 GPU 时，两次 `try_gpu` 都得到 CPU，`try_all_gpus()` 得到 `[device(type='cpu')]`。
+# 有一块 GPU 时，结果是 `cuda:0`、`cpu` 和 `[cuda:0]`；有两块时，是 `cuda:0`、`cpu`
 # 和 `[cuda:0, cuda:1]`。
 #
 # GPU 编号必须是从 0 开始的整数；其他值会被拒绝，报错信息会指出哪里不对，

@@ -101,7 +101,7 @@ X = torch.ones(2, 3, device=d2l_gpu.try_gpu())
 X
 
 # %% [markdown]
-# GPU 的显存比服务器的内存小得多，所以值得知道一个张量占多少：元素个数乘以每个元素的字节数。
+# `X` 占用的存储是它的元素个数乘以每个元素的字节数：
 
 # %%
 print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:", X.nbytes)
@@ -111,7 +111,8 @@ print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:
 #
 # 接下来原书在第二块 GPU 上创建一个随机张量。`try_gpu(1)` 在有第二块 GPU 时返回它，
 # 否则返回 CPU，单元格会说明实际是哪种情况。随机数的值取决于各设备自己的随机数生成器，
-# 所以 CPU 上和 GPU 上跑出来的值不同，形状则一样。
+# 所以在第二块 GPU 上生成的值与 CPU 上的不同；GPU 不足两块时，`Y` 在 CPU 上生成，值也就是 CPU 的值。
+# 形状则处处一样。
 
 # %% tags=["nbval-ignore-output"]
 Y = torch.rand(2, 3, device=d2l_gpu.try_gpu(1))
@@ -183,7 +184,8 @@ print(Z)
 
 # %% [markdown]
 # `X` 和 `Z` 的值相同；有两块 GPU 时，它们打印出的设备不同，分别是 `cuda:0` 和 `cuda:1`。
-# 在只有一个设备的机器上，`X` 本来就和 `Y` 在一起，`X.to(Y.device)` 什么也不复制，
+# 只有一块 GPU 时，`X` 在 GPU 上，`Y` 在 CPU 上，于是 `Z` 是 `X` 在内存里的副本，打印时不带设备。
+# 没有 GPU 时，`X` 本来就和 `Y` 在一起，`X.to(Y.device)` 什么也不复制，
 # `Z` *就是* `X`，同一个对象。下一个单元格说明这里属于哪种情况。
 
 # %% tags=["nbval-ignore-output"]

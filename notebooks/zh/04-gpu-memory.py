@@ -1,5 +1,5 @@
 # %% [markdown]
-# # GPU 显存：缓存分配器、它的计数器，以及显存用尽时
+# # GPU 显存：缓存分配器、计数器与显存耗尽
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/04-gpu-memory.ipynb)
 #
@@ -76,10 +76,17 @@ for shape, dtype in [
 # 下一个单元格在 CUDA GPU 上跟踪一个 64 MiB 张量从生到灭的过程。Apple 的 MPS 有自己的两个计数器，
 # 在那里单元格读的是它们。CPU 没有这样的分配器可问：CPU 上的张量只是进程普通内存的一部分，
 # 由操作系统统计，所以在 CPU 上这个单元格不调用任何 GPU 接口。
+#
+# 在 CUDA GPU 上，单元格先用 `torch.cuda.init()` 亲手启动 CUDA。PyTorch 启动 CUDA 是“惰性”的：
+# 等到第一次有东西需要它时（通常是第一个放上 GPU 的张量）才启动，分配器也到那时才存在。
+# 在此之前，读计数器的函数都返回 0，`reset_peak_memory_stats(device)` 却会报错停下：
+# `RuntimeError: Invalid device argument`，因为那个设备还没有分配器。
+# 主动启动 CUDA 让这个先后顺序一目了然，也让第一行在任何张量出现之前就显示出卡上的显存占用。
 
 # %% tags=["nbval-ignore-output"]
 device = d2l_gpu.try_gpu()
 if device.type == "cuda":
+    torch.cuda.init()  # start CUDA: its allocator, and so its counters, exist from here
     torch.cuda.reset_peak_memory_stats(device)
 
     def show(step):
@@ -118,7 +125,12 @@ else:
 # %% [markdown]
 # 在 CUDA GPU 上，这几行会显示：`allocated` 增加 64 MiB，删除张量后又降回去；
 # `reserved` 一直保持，直到调用 `empty_cache()`；`peak` 记住了两个张量同时存在的那一刻；
-# 而驱动给出的数字始终比它们都高。
+# 而驱动给出的数字始终比它们都高。一开始还没有任何张量，卡上就已经有显存被占用了：那是 CUDA 上下文。
+# 驱动给出的数字也回不到起点，调用 `empty_cache()` 之后也回不去。它是在乘法运行时涨上去的，
+# 那是本进程在 GPU 上运行的第一个核函数：CUDA 在一个核函数第一次运行时才把它的代码装到卡上
+# （“惰性加载”，较新的 CUDA 版本默认如此，PyTorch 也会要求较旧的版本这样做），
+# 还可能为运行它预留工作空间。这部分显存属于上下文，不归 PyTorch 的分配器管，
+# 所以 `empty_cache()` 还不回去；每多一种核函数它就可能再涨一些，直到进程结束才释放。
 #
 # ## 复制要占显存，精确到字节
 #

@@ -147,9 +147,12 @@ print("final state on", state.device, "| zeros_like(state) on", torch.zeros_like
 # `Module.to` 保留每个参数对象、只替换其中的数据，所以普通的 SGD 换个顺序也不会出事。
 # 带状态的优化器就不行了：以 Adagrad 为例，它在创建时就在参数当时所在的地方建好累加和，
 # 之后再搬模型，这些累加和会被留在原处。在 GPU 机器上，第一行显示权重在 `cuda:0`、
-# 先建的优化器的状态在 `cpu`，它的这一步会以 `RuntimeError` 失败，
-# 提示同一下标的张量必须在同一个设备上；搬完之后才建的优化器，状态在 `cuda:0`，照常更新。
-# 在只有 CPU 的机器上什么也没有搬，所以两者都能用。
+# 先建的优化器的状态在 `cpu`，它的这一步会失败，torch 打印的是
+#
+# > RuntimeError: Expected all tensors to be on the same device, but found at
+# > least two devices, cuda:0 and cpu!
+#
+# 搬完之后才建的优化器，状态在 `cuda:0`，照常更新。在只有 CPU 的机器上什么也没有搬，所以两者都能用。
 
 # %% tags=["nbval-ignore-output"]
 torch.manual_seed(0)
@@ -185,7 +188,9 @@ print("outside the block, new tensors go to", torch.ones(1).device)
 # 模型大到不便建两遍、甚至在内存里根本建不下时，还有第三个地方：`meta` 设备。
 # 那里的张量只有形状和数据类型，没有存储，也没有数值，所以在上面“搭”模型不花任何代价。
 # 随后 `to_empty(device=...)` 在真正的设备上给每个参数分配存储（不做初始化），
-# 再由各层自己的 `reset_parameters()` 在那里填上初值。（把检查点加载进这个空模型，是另一种填法。）
+# 再由各层自己的 `reset_parameters()` 在那里填上初值：单元格检查权重的分布是否正如 `nn.Linear`
+# 的抽取方式，在 ±1/√（输入个数）之内均匀分布，残留在显存里的旧数据不会是这个样子。
+# 加载检查点是另一种填法：单元格把一个在 CPU 上搭建的孪生模型的权重加载进来，检查两者的输出是否相同。
 
 # %%
 with torch.device("meta"):
@@ -197,18 +202,31 @@ for module in big.modules():
     if isinstance(module, nn.Linear):
         module.reset_parameters()  # the usual random start, drawn on the device
 print("after to_empty and reset_parameters:", big[0].weight.device)
-print("every weight is a finite number:", all(p.isfinite().all().item() for p in big.parameters()))
+bound, weight = 1 / 1024**0.5, big[0].weight  # nn.Linear draws from ±1/sqrt(inputs)
+spread = bool(weight.abs().max() <= bound) and abs(weight.std().item() * 3**0.5 / bound - 1) < 0.01
+print("first layer's weights spread as nn.Linear draws them:", spread)
+torch.manual_seed(0)
+twin = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))  # on the CPU
+big.load_state_dict(twin.state_dict())  # copies each tensor to where big's tensor is
+x = torch.randn(8, 1024)
+same = torch.allclose(big(x.to(device)).cpu(), twin(x), atol=1e-3)  # room for TF32 on a GPU
+print("with the twin's weights loaded, outputs equal the CPU twin's:", same)
 
 # %% [markdown]
 # ## 一步训练在设备上做了什么
 #
 # `torch.profiler` 会记下几步训练逐个运算执行了什么；在 CUDA GPU 上，还会记下 GPU 运行的每个核函数。
 # 下面这一步正是本书其余部分的做法：从主机复制一个小批量，前向、反向、更新参数，再用 `.item()` 读出损失。
-# 单元格在一次预热之后跟踪三步，先打印自身耗时（不算它调用的其他运算）最多的八行，CPU 和 GPU 上的时间分列两栏，
-# 再列出所有做复制或等待的行，不管它们排在第几。
+# 用一份*调度*（schedule）指定记录哪几步：`wait=1` 让第一步不受跟踪地运行（最初的核函数在这时装载，
+# 各个库在这时启动）；`warmup=1` 让性能分析器在第二步里运行但不保留结果，好让它自己的启动开销落在这一步；
+# `active=3` 记录随后的三步。`trace.step()` 标出每一步的结束。
+#
+# 接着单元格打印自身耗时（不算它调用的其他运算）最多的行：在 CUDA GPU 上，先按 GPU 时间列出 GPU
+# 运行的核函数和复制，再按 CPU 时间列出 CPU 上的工作；然后是所有做复制或等待的行，最后是性能分析器自己添加的行。
 
 # %% tags=["nbval-ignore-output"]
-from torch.profiler import ProfilerActivity, profile
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, schedule
 
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 1)).to(device)
@@ -225,44 +243,64 @@ def step():
     return loss.item()  # waits for the device, copies one number back
 
 
-step()  # warm-up, outside the trace
 on_cuda = device.type == "cuda"
 activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])
-with profile(activities=activities) as trace:
-    for _ in range(3):
+plan = schedule(wait=1, warmup=1, active=3, repeat=1)
+# acc_events=True keeps every cycle's events: one cycle here, so it only silences a warning.
+with profile(activities=activities, schedule=plan, acc_events=True) as trace:
+    for _ in range(5):
         step()
-events = sorted(
-    trace.key_averages(),
-    key=lambda event: event.self_cpu_time_total + event.self_device_time_total,
-    reverse=True,
-)
+        trace.step()
+
+OWN = ("ProfilerStep", "Activity Buffer Request", "cudaDeviceSynchronize")  # the profiler's
+WAITS = ("aten::copy_", "aten::_to_copy", "aten::item", "aten::_local_scalar_dense", "Memcpy")
+WAITS += ("cudaMemcpy", "cudaStreamSynchronize")
+rows = [e for e in trace.key_averages() if not e.key.startswith(OWN)]
+kernels = [e for e in rows if e.device_type != DeviceType.CPU]  # on a GPU: what it ran
+host = [e for e in rows if e.device_type == DeviceType.CPU]
 
 
-def show(rows):
-    for event in rows:
-        on_gpu = f"{event.self_device_time_total:13.0f}" if on_cuda else f"{'-':>13}"
-        print(f"{event.key[:43]:<44}{event.count:>6}{event.self_cpu_time_total:13.0f}{on_gpu}")
+def top(events, time, count):
+    return sorted(events, key=lambda event: getattr(event, time), reverse=True)[:count]
 
 
-print(f"{'operation or kernel':<44}{'calls':>6}{'self CPU us':>13}{'self GPU us':>13}")
-show(events[:8])
-print("copies and waits, wherever they rank:")
-show([e for e in events if any(word in e.key for word in ("copy", "Memcpy", "Sync", "item", "scalar"))])
+def show(title, events):
+    print(title)
+    for event in events:
+        gpu = f"{event.self_device_time_total:12.0f}" if on_cuda else f"{'-':>12}"
+        name = event.key.removeprefix("void ")[:40]
+        print(f"  {name:<41}{event.count:>6}{event.self_cpu_time_total:12.0f}{gpu}")
+
+
+print(f"  {'operation or kernel':<41}{'calls':>6}{'self CPU us':>12}{'self GPU us':>12}")
+if on_cuda:
+    show("kernels and copies on the GPU, by GPU time:", top(kernels, "self_device_time_total", 8))
+show("work on the CPU, by CPU time:", top(host, "self_cpu_time_total", 5 if on_cuda else 8))
+show("copies and waits, wherever they rank:", [e for e in rows if e.key.startswith(WAITS)])
+show("the profiler's own rows:", [e for e in trace.key_averages() if e.key.startswith(OWN)])
 
 # %% [markdown]
 # 把这张表当作一份嫌疑名单来读。在 CPU 上（保存的输出正是如此），排在前面的是矩阵乘法
-# （前向的 `aten::addmm`、反向的 `aten::mm`）以及 ReLU 和损失函数的逐元素运算。
+# （前向的 `aten::addmm`、反向的 `aten::mm`）以及 ReLU、损失函数及其梯度的逐元素运算。
 # 这里的复制都发生在内存之内：`aten::copy_` 主要是 `addmm` 把偏置复制到输出里，
 # `aten::item` 和 `aten::_local_scalar_dense` 则是在读出损失。没有任何数据去往别的设备，
 # 也没有任何等待，因为只有一个设备。
 #
-# 在 CUDA GPU 上，预计会看到两类行。运算行（`aten::...`）仍有自身 CPU 时间，
-# 这时它是*启动*工作的开销；核函数行（名字里带 `gemm` 的矩阵乘法核函数、逐元素核函数）
-# 则带有自身 GPU 时间。复制当中，`Memcpy HtoD` 是每一步的两次输入复制，
-# `Memcpy DtoH` 是 `.item()` 读回的损失。等待则表现为一次 CUDA 运行时调用，
-# `cudaStreamSynchronize` 或 `cudaMemcpyAsync`，它的自身 CPU 时间大多是 CPU 停在那里、
-# 等 GPU 做完这一步。想看时间线而不是表格，
-# 可以用 `trace.export_chrome_trace(path)` 写出一个文件，交给 Perfetto 或 `chrome://tracing` 查看。
+# 在 CUDA GPU 上，第一部分列出 GPU 运行了什么：来自 cuBLAS 的矩阵乘法核函数（名字里通常带 `gemm`）、
+# 逐元素核函数，以及复制：`Memcpy HtoD (Pageable -> Device)` 是每一步的两个输入，
+# `Memcpy DtoH (Device -> Pinned)` 是 `.item()` 读回的损失。CPU 上的 `aten::` 运算这时只负责*启动*工作，
+# 和它们并列的还有 CUDA 运行时调用：每个核函数一次 `cudaLaunchKernel`，每次复制一次 `cudaMemcpyAsync`，
+# 还有 `cudaStreamSynchronize`，它的自身 CPU 时间大多是 CPU 停在那里、等 GPU 做完这一步。
+#
+# 最后几行属于性能分析器自己。`ProfilerStep*` 是调度在每个被记录的步骤外面加的标记，
+# 它的自身时间是这一步里不属于任何运算的 Python 代码。在 CUDA GPU 上，`cudaDeviceSynchronize`
+# 是性能分析器停止时在等 GPU，好把每个核函数都收进来；`Activity Buffer Request` 则是 NVIDIA 的跟踪库
+# CUPTI 在申请存放记录的内存，预热这一步就是为了让这件事大多在记录开始之前发生。不用调度的话，
+# 这类启动开销会混在运算之间排名。有些版本的 torch 还会在每次跟踪时警告，说性能分析器
+# “clears events at the end of each cycle”（每个周期结束时清空事件）。这说的是会重复的调度；
+# `acc_events=True` 保留每个周期的事件，它让警告不再出现，对只有一个周期的跟踪也毫无影响。
+# 想看时间线而不是表格，可以用 `trace.export_chrome_trace(path)` 写出一个文件，
+# 交给 Perfetto 或 `chrome://tracing` 查看。
 
 # %% [markdown]
 # ## 本课小结
@@ -272,7 +310,7 @@ show([e for e in events if any(word in e.key for word in ("copy", "Memcpy", "Syn
 # - 先搬模型，再建优化器，优化器的状态才会建在参数旁边。
 # - 把 `torch.device(...)` 当作上下文管理器，可以一开始就在设备上创建张量和层；`meta` 设备能在不占存储的情况下搭好模型，
 #   再用 `to_empty` 加初始化在要运行的设备上把它变成实物。
-# - 性能分析器的跟踪结果显示一步训练运行了哪些运算和核函数，复制和等待又在哪里。
+# - 性能分析器按调度在预热之后记录的跟踪结果，显示一步训练运行了哪些运算和核函数，复制和等待又在哪里。
 #
 # 跨设备读写模型参数，比如在 GPU 上保存、在 CPU 上加载，是[练习](08-exercises.ipynb)之一。
 # 下一篇：[07 – 小结](07-summary.ipynb)。
