@@ -642,9 +642,10 @@ def manifest_problems(folder: Path, root: Path = ROOT) -> list[str]:
     except (OSError, ValueError) as error:
         return [f"{path.name}: {error}"]
     problems = [
-        f"{name}: expected {kind}, got {type(manifest.get(name)).__name__}"
+        f"{name}: expected {' or '.join(t.__name__ for t in kinds)}, "
+        f"got {type(manifest.get(name)).__name__}"
         for name, kind in _TYPES.items()
-        if not isinstance(manifest.get(name), kind)
+        if not isinstance(manifest.get(name), kinds := kind if isinstance(kind, tuple) else (kind,))
     ]
     if problems:
         return problems
@@ -1030,7 +1031,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.from_shared_run:
             if not args.commit:
                 parser.error("--from-shared-run needs --commit (the commit that run used)")
-            folder = write_machine(import_shared_run(args.from_shared_run, args.commit))
+            run = import_shared_run(args.from_shared_run, args.commit, root=ROOT, git_root=ROOT)
+            folder = write_machine(run, ROOT)
             print(f"published {folder.relative_to(ROOT)}")
         elif args.rename:
             for pair in args.rename:
@@ -1040,7 +1042,7 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join(rename(ROOT, old, new)) or f"no manifest lists {old}")
         elif not args.render:
             report = (args.report or ROOT / "build" / "gpu-check").resolve()
-            print(f"published {write_machine(read_report(report)).relative_to(ROOT)}")
+            print(f"published {write_machine(read_report(report, ROOT), ROOT).relative_to(ROOT)}")
         for path in render(ROOT, lessons):
             print(f"rendered {path.relative_to(ROOT)}")
         for line in stale_report(ROOT):

@@ -7,10 +7,11 @@ in this JupyterLab still override.
 """
 
 import os
+import re
 import sys
 from pathlib import Path
 
-from jupyter_server.services.contents.manager import ContentsManager
+from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
 from jupytext.config import parse_jupytext_configuration_file
 
 REPOSITORY = Path(__file__).resolve().parent.parent
@@ -31,12 +32,36 @@ for name, value in parse_jupytext_configuration_file(str(REPOSITORY / "jupytext.
     setattr(c.JupytextConfiguration, name, value)
 
 # Each lesson is listed once, as its .py; opening it shows the stored outputs of the
-# .ipynb. Two tabs of one pair would overwrite each other's saves. The reader's own
-# notebooks (not named NN-...) stay listed.
-c.ContentsManager.hide_globs = [
-    *ContentsManager.class_traits()["hide_globs"].default(),
-    "[0-9][0-9]-*.ipynb",
-]
+# .ipynb. Two tabs of one pair would overwrite each other's saves. Only the .ipynb of a
+# pair is left out: the reader's own notebooks and the GPU runs in notebooks/gpu/ (an
+# NN-name.ipynb with no .py beside it) stay listed. hide_globs cannot say "beside a
+# .py" (it sees a name alone), so folder listings are filtered here; Jupytext's server
+# extension builds its contents manager on top of this one.
+PAIRED = re.compile(r"[0-9][0-9]-.*\.ipynb")
+
+
+def lessons_listed_once(model: dict) -> dict:
+    """A folder's model without the .ipynb files that have a .py of the same name beside them."""
+    if model.get("type") == "directory" and isinstance(model.get("content"), list):
+        names = {entry["name"] for entry in model["content"]}
+        model["content"] = [
+            entry
+            for entry in model["content"]
+            if not (
+                PAIRED.fullmatch(entry["name"]) and entry["name"][: -len(".ipynb")] + ".py" in names
+            )
+        ]
+    return model
+
+
+class LessonsListedOnce(AsyncLargeFileManager):
+    """The server's default contents manager, listing each lesson pair once."""
+
+    async def _dir_model(self, path, content=True):
+        return lessons_listed_once(await super()._dir_model(path, content=content))
+
+
+c.ServerApp.contents_manager_class = LessonsListedOnce
 
 # The layout of open tabs and the settings changed in JupyterLab are remembered in this
 # environment, apart from the reader's other JupyterLab sessions (whose default workspace
