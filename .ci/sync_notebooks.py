@@ -5,9 +5,10 @@ Usage: python .ci/sync_notebooks.py [--check]
 The address lives in one place, ``[tool.d2l_gpu]`` of pyproject.toml. Each
 notebook needs it twice, in its Colab badge and in its setup cell's Colab
 install line, and notebooks/README.md in its Colab links. This script rewrites
-those in the .py sources and the index; ``--check`` only reports what is out of
-date and exits 1 if anything is. Run ``jupytext --sync`` (``make sync``)
-afterwards to carry the change into the paired .ipynb files.
+those in the .py sources, the index and the GPU runs published in notebooks/gpu/
+(their .ipynb carry the same badge and setup cell, and have no .py); ``--check``
+only reports what is out of date and exits 1 if anything is. Run ``jupytext
+--sync`` (``make sync``) afterwards to carry the change into the paired .ipynb files.
 """
 
 import re
@@ -22,7 +23,8 @@ COLAB = re.compile(
     r"https://colab\.research\.google\.com/github/[^/\s]+/[^/\s]+/blob/[^/\s]+/"
     r"notebooks/(?P<path>(?:en|zh)/\d\d-[a-z0-9-]+\.ipynb)"
 )
-INSTALL = re.compile(r"git\+https://github\.com/[^/\s\"']+/[^/\s\"']+")
+# A backslash ends it too: in an .ipynb the URL is followed by an escaped quote.
+INSTALL = re.compile(r"git\+https://github\.com/[^/\s\"'\\]+/[^/\s\"'\\]+")
 
 
 def render(text: str, repository: str, branch: str) -> str:
@@ -38,7 +40,8 @@ def main(argv: list[str]) -> int:
         return 2
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["d2l_gpu"]
     stale = []
-    for path in sorted(NOTEBOOKS.glob("*/*.py")) + [NOTEBOOKS / "README.md"]:
+    published = sorted(NOTEBOOKS.glob("gpu/*/*/*.ipynb"))
+    for path in sorted(NOTEBOOKS.glob("*/*.py")) + [NOTEBOOKS / "README.md"] + published:
         text = path.read_text(encoding="utf-8")
         new = render(text, tool["repository"], tool["branch"])
         if new != text:

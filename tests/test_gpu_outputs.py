@@ -156,6 +156,22 @@ def test_the_lesson_tests_and_sync_do_not_reach_the_gpu_runs():
     assert not list(GPU.rglob("*.py")), "a .py in notebooks/gpu/ would be taken for a lesson"
 
 
+def test_sync_moves_the_address_in_the_published_records_too():
+    spec = importlib.util.spec_from_file_location("sync_notebooks", ROOT / ".ci/sync_notebooks.py")
+    sync = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sync)
+    path = H200 / "en" / "01-introduction.ipynb"
+    text = path.read_text(encoding="utf-8")
+    moved = sync.render(text, "someone/fork", "dev")
+    cells = json.loads(moved)["cells"]
+    assert "github/someone/fork/blob/dev/notebooks/en/01-introduction.ipynb" in "".join(
+        cells[0]["source"]
+    )
+    assert 'git+https://github.com/someone/fork"' in "".join(cells[1]["source"])
+    assert sync.render(moved, TOOL["repository"], TOOL["branch"]) == text
+    assert sync.main(["--check"]) == 0, "run `python .ci/sync_notebooks.py`"
+
+
 def test_make_notebooks_leaves_the_gpu_runs_out_and_gpu_publish_is_documented():
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     recipe = makefile.split("\nnotebooks:", 1)[1].split("\n\n", 1)[0]
