@@ -57,9 +57,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 # The line under a lesson's Colab badge, and the one under a published copy's.
 GPU_LINE = re.compile(r"(?:As run on .*|在 .* 上运行的结果：.*)")
-# Marks of a lesson changed since its GPU run: in the lessons, and in the two READMEs.
-STALE = {"en": " (of an earlier version of this lesson)", "zh": "（来自这一课的较早版本）"}
-STALE_SHORT = {"en": " (stale)", "zh": "（较早版本）"}
+# The mark of a lesson changed since its GPU run (short: a lesson's prose is counted).
+STALE = {"en": " (earlier version)", "zh": "（较早版本）"}
 BEGIN = "<!-- gpu-outputs: rendered by .ci/publish_gpu_outputs.py from the manifests -->"
 END = "<!-- /gpu-outputs -->"
 
@@ -858,13 +857,9 @@ def render_readme(root: Path = ROOT) -> str:
                     cells.append(f"pending: {entry['why']}")
                 else:
                     cell = f"[outputs]({here}/{key}.ipynb)"
-                    cells.append(cell + (STALE_SHORT["en"] if states.get(key) == "stale" else ""))
+                    cells.append(cell + (STALE["en"] if states.get(key) == "stale" else ""))
             lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
-        lines += [
-            "",
-            "A lesson marked stale has changed since this run: its outputs there are those of",
-        ]
-        lines += ["an earlier version."]
+        lines += ["", "Earlier version: the lesson has changed since this run (it is stale)."]
         keyed = [k for k in manifest["lessons"] if manifest["lessons"][k].get("key_results")]
         if keyed:
             lines += ["", "Key results (the cells tagged `key-result`), as printed there:"]
@@ -874,7 +869,7 @@ def render_readme(root: Path = ROOT) -> str:
                 results = manifest["lessons"].get(key, {}).get("key_results")
                 if not results:
                     continue
-                mark = STALE_SHORT["en"] if states.get(key) == "stale" else ""
+                mark = STALE["en"] if states.get(key) == "stale" else ""
                 block = ["```text", *results, "```"]
                 if lang == "en":
                     lines += ["", f"`{key}`{mark}:", "", *block]
@@ -920,17 +915,18 @@ def render_index(root: Path = ROOT) -> str:
                     cells.append("pending" if lang == "en" else "暂缺")
                 else:
                     text = f"[{name}]({here}/{key}.ipynb)"
-                    cells.append(text + (STALE_SHORT[lang] if states.get(key) == "stale" else ""))
+                    cells.append(text + (STALE[lang] if states.get(key) == "stale" else ""))
             lines.append(f"| {name[:2]} | " + " | ".join(cells) + " |")
         lines += [
             "",
-            "Stale: the lesson has changed since this run. / 较早版本：这一课在那次运行之后改过。",
+            "Earlier version: the lesson has changed since this run. / "
+            "较早版本：这一课在那次运行之后改过。",
         ]
     return "\n".join(lines)
 
 
 def without_stale(text: str) -> str:
-    for mark in [*STALE.values(), *STALE_SHORT.values()]:
+    for mark in STALE.values():
         text = text.replace(mark, "")
     return text
 

@@ -487,9 +487,9 @@ def test_a_changed_lesson_is_stale_and_its_line_says_so(published):
     assert wrong == [] and lesson in marks  # a mark, not a failure
     publish.render(root)
     assert publish.STALE["en"] + "." in lesson.read_text(encoding="utf-8")
-    assert "02-computing-devices.ipynb)" + publish.STALE_SHORT["en"] in (
-        root / "README.md"
-    ).read_text(encoding="utf-8")
+    assert "02-computing-devices.ipynb)" + publish.STALE["en"] in (root / "README.md").read_text(
+        encoding="utf-8"
+    )
 
 
 def test_a_report_of_another_lesson_version_or_without_a_gpu_is_refused(tmp_path, capsys):
