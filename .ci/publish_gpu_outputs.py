@@ -251,14 +251,14 @@ def banner(manifest: dict, key: str) -> str:
     lang, name = key.split("/")
     facts = {**manifest, **manifest["lessons"][key].get("run", {})}
     lesson = f"[{key}](../../../{lang}/{name}.ipynb)"
-    commit = f"commit `{facts['commit']}`" if facts.get("commit") else "commit unknown"
     prefix = _line_prefix(manifest["machine"], lang)
     if lang == "zh":
-        commit = commit.replace("commit unknown", "提交未知").replace("commit", "提交")
+        commit = f"提交 `{facts['commit']}`" if facts.get("commit") else "提交未知"
         return (
             f"{prefix}：{facts['date']}，torch {facts['torch']}，{commit}；下面的输出都是那台机器"
             f"打印的。这一课本身：{lesson}。"
         )
+    commit = f"commit `{facts['commit']}`" if facts.get("commit") else "commit unknown"
     return (
         f"{prefix}: {facts['date']}, torch {facts['torch']}, {commit}; every output below is "
         f"what that machine printed. The lesson itself: {lesson}."
