@@ -8,6 +8,7 @@ nbval runs each lesson in the unchanged environment.)
 """
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -39,9 +40,11 @@ TIMEOUT = 300
 # a no-op); the fake refuses them, the rule that holds for both. A refused reset is
 # logged like any touch.
 #
-# With D2L_FAKE_CUDA_MAY_START=1 (the tests of that rule only), torch.cuda.init() and
-# torch.cuda._lazy_init() are allowed: they do nothing but mark the pretend GPU as
-# started, after which the resets succeed (and do nothing).
+# With D2L_FAKE_CUDA_MAY_START=1 (the tests of that rule only), torch.cuda.init(),
+# torch.cuda._lazy_init() and torch.cuda.mem_get_info() (which starts CUDA on a GPU,
+# and here answers 0 free of 0) are allowed: they only mark the pretend GPU as
+# started, after which the resets succeed (and do nothing). The first real CUDA
+# tensor still fails in a CPU build of torch, so a lesson run this way stops there.
 FAKE_CUDA = """
 import os
 import torch
@@ -86,8 +89,15 @@ torch.accelerator.current_accelerator = lambda *args, **kwargs: torch.device("cu
 torch.accelerator.device_count = lambda: 1
 for name in ("_lazy_init", "init"):
     setattr(torch.cuda, name, _start(f"torch.cuda.{name}"))
+_start_for_memory = _start("torch.cuda.mem_get_info")
+
+def _mem_get_info(device=None):
+    _start_for_memory()  # on a GPU it starts CUDA too
+    return 0, 0  # free and total: nothing to report on a pretend card
+
+torch.cuda.mem_get_info = _mem_get_info
 for name in ("synchronize", "stream", "Stream", "Event", "set_device", "current_device",
-             "current_stream", "mem_get_info", "get_device_name", "get_device_properties",
+             "current_stream", "get_device_name", "get_device_properties",
              "get_device_capability"):
     setattr(torch.cuda, name, _touched(f"torch.cuda.{name}"))
 for name in ("reset_peak_memory_stats", "reset_accumulated_memory_stats"):
@@ -247,3 +257,36 @@ def test_under_d2l_device_cpu_starting_cuda_is_a_touch(fake_cuda, tmp_path):
         "torch.cuda._lazy_init",
         "torch.cuda.reset_peak_memory_stats",
     ]
+
+
+_RESETS = re.compile(r"reset_(?:peak|accumulated)_memory_stats|reset_max_memory_")
+RESETTING_LESSONS = [p for p in LESSON_SOURCES if _RESETS.search(p.read_text(encoding="utf-8"))]
+
+
+def test_some_lesson_resets_the_counters():
+    assert RESETTING_LESSONS, "no lesson resets the allocator's counters: the next test is idle"
+
+
+@pytest.mark.parametrize("path", RESETTING_LESSONS, ids=lambda p: str(p.relative_to(NOTEBOOKS)))
+def test_a_lesson_starts_cuda_before_it_resets_the_counters(path, fake_cuda, tmp_path):
+    """On the pretend GPU, offered to the helpers, the lesson's CUDA path gets past its resets.
+
+    CUDA may start here, so the lesson runs until its first real CUDA tensor, which a
+    CPU build of torch cannot make; a reset before the start would have stopped it first.
+    """
+    log = tmp_path / "touched.log"
+    env = {k: v for k, v in fake_cuda.items() if k != "D2L_DEVICE"}
+    env.update(D2L_FAKE_CUDA_MAY_START="1", D2L_TOUCHED_CUDA_LOG=str(log), MPLBACKEND="Agg")
+    run = subprocess.run(
+        [sys.executable, path.name],
+        cwd=path.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    refused = log.read_text(encoding="utf-8").split() if log.exists() else []
+    assert not [name for name in refused if _RESETS.search(name)], (
+        f"python {path.name} reset the allocator's counters before CUDA started: {refused}"
+    )
+    assert "Invalid device argument" not in run.stderr, run.stderr[-3000:]
