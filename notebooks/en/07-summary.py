@@ -7,7 +7,8 @@
 #
 # - the section in three rules;
 # - what logging a training loss at every step costs, measured against keeping
-#   the log on the device and moving it once.
+#   the log on the device and moving it once;
+# - why that cost shows only when the host and the GPU take about as long per step.
 #
 # **What you need**
 #
@@ -62,9 +63,9 @@ if d2l_gpu.num_gpus() == 0:
 # (a synchronization and a tiny copy), and the GPU idles while Python prepares
 # the next step's launches.
 #
-# Here is a small regression trained both ways. The two loops do the same
-# arithmetic and record the same losses; they differ only in when the losses
-# come back to the host.
+# Here is a small regression, a two-layer network fitted by gradient descent,
+# trained both ways. The two loops do the same arithmetic and record the same
+# losses; they differ only in when the losses come back to the host.
 
 # %% tags=["nbval-ignore-output"]
 device = d2l_gpu.try_gpu()
@@ -74,88 +75,166 @@ torch.ones(1, device=device)
 print("training on", device)
 
 # %%
+import functools
+import math
+import time
+
 from torch import nn
 
-torch.manual_seed(0)
-features = torch.randn(256, 16, device=device)
-labels = features @ torch.randn(16, 1, device=device)
 
-
-def train(log_every_step, steps=50):
-    """Train a fresh linear model; return the loss of every step as Python floats."""
+def make_step(width, batch=1024, lr=0.05):
+    """One gradient-descent step of a fresh network `width` features wide; returns the loss."""
     torch.manual_seed(0)
-    net = nn.Linear(16, 1).to(device)
-    history = [] if log_every_step else torch.empty(steps, device=device)
-    for step in range(steps):
+    features = torch.randn(batch, width, device=device)
+    labels = features @ torch.randn(width, 1, device=device) / math.sqrt(width)
+    net = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 1)).to(device)
+
+    def step():
         loss = nn.functional.mse_loss(net(features), labels)
         net.zero_grad()
         loss.backward()
         with torch.no_grad():  # plain gradient descent, as torch.optim.SGD does it
             for parameter in net.parameters():
-                parameter -= 0.05 * parameter.grad
+                parameter -= lr * parameter.grad
+        return loss.detach()
+
+    return step
+
+
+def train(step, log_every_step, steps=50):
+    """Run `steps` steps; return the loss of every step as Python floats."""
+    history = [] if log_every_step else torch.empty(steps, device=device)
+    for i in range(steps):
+        loss = step()
         if log_every_step:
             history.append(loss.item())  # waits for the device, copies one number
         else:
-            history[step] = loss.detach()  # stays on the device
+            history[i] = loss  # stays on the device
     return history if log_every_step else history.tolist()  # one copy at the end
 
 
-each_step, at_the_end = train(True), train(False)
+each_step, at_the_end = train(make_step(16), True), train(make_step(16), False)
 print("same losses both ways:", each_step == at_the_end)
 print("loss went down:", at_the_end[-1] < at_the_end[0])
 
+
 # %% [markdown]
-# Now the cost of each, timed with `d2l_gpu.benchmark` (synchronized, median and
-# IQR of repeated runs). PyTorch uses one CPU thread while it measures, so that
-# on a small shared machine the result does not depend on how soon a second
-# core wakes up. The cell prints its own verdict: it calls a gap real only when
-# the difference of the medians exceeds the larger of the two IQRs.
+# ## When waiting costs
+#
+# A step costs the host some time to queue its kernels, and the GPU some time to
+# run them. With the log kept on the device the two overlap: while the GPU runs
+# step `k`, Python queues step `k + 1`, and a step costs about the larger of the
+# two times. With `.item()` they take turns, so a step costs their sum plus a
+# round trip. The loss is largest, up to about twice the time, when host and
+# device time per step are equal; when one of them dominates, the other hides
+# behind it. The chapter's regression, 16 features wide, is so small that a GPU
+# finishes each step long before Python has queued the next: there the warning
+# cannot show.
+#
+# So on a CUDA GPU the next cell measures both times per step for growing widths:
+# the host's with the clock, while large products keep the GPU busy so that the
+# steps only queue; the GPU's with two CUDA events around those same steps. It
+# takes the width where the two match. On a CPU there is no queue: a call returns
+# when its work is done, host and device time are one, and every width behaves
+# like the chapter's, so the cell keeps that width only.
+
+# %% tags=["nbval-ignore-output"]
+def host_and_device_seconds(step, steps=20):
+    """Seconds per call of step(): to queue it on the host, and to run it on the GPU."""
+    hold = torch.randn(4096, 4096, device=device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream = torch.cuda.current_stream(device)
+    step()  # warm-up
+    for products in (10, 40, 160):  # more, if the GPU ran out of work before the host did
+        d2l_gpu.synchronize(device)
+        for _ in range(products):
+            hold @ hold  # keeps the GPU busy while the steps are queued behind it
+        start.record(stream)
+        tik = time.perf_counter()
+        for _ in range(steps):
+            step()
+        host = (time.perf_counter() - tik) / steps
+        queued = not start.query()  # the GPU had not reached the first step yet
+        end.record(stream)
+        end.synchronize()
+        if queued:
+            break
+    return host, start.elapsed_time(end) / 1e3 / steps
+
+
+widths, per_step = [16], {}  # the chapter's width; host and GPU seconds per step
+if device.type == "cuda":
+    mismatch = {}  # how far apart the two times are, on a log scale
+    print(f"{'width':>6} {'host per step':>14} {'GPU per step':>13}")
+    for k in range(15):  # widths 32 to 4096, by factors of sqrt(2)
+        width = round(32 * 2 ** (k / 2))
+        host, gpu = per_step[width] = host_and_device_seconds(make_step(width))
+        print(f"{width:>6} {host * 1e6:>11.1f} us {gpu * 1e6:>10.1f} us")
+        mismatch[width] = abs(math.log(gpu / host))
+        if gpu > host:  # wider only drifts further apart
+            break
+    widths.append(min(mismatch, key=mismatch.get))
+    print(f"host and GPU time per step match best at width {widths[-1]}")
+else:
+    print(f"no queue on {device}: host and device time per step are one; width 16 only")
+
+# %% [markdown]
+# Now each width trained both ways, timed with `d2l_gpu.compare`: it alternates
+# the two loops over 20 rounds, so that a slow moment of the machine falls on
+# both, and judges the ratio of each round. Its verdict calls the loops equal
+# when the median ratio lies within a tolerance of 1, and a difference clear only
+# when the middle half of the round ratios lies beyond that band. We allow 25 %:
+# on a machine shared with other programs, the same loop timed twice can differ by
+# several percent, while the cost we look for on a GPU is far larger. PyTorch uses
+# one CPU thread meanwhile, so that on a small shared machine the result does not
+# depend on how soon a second core wakes up.
 
 # %% tags=["nbval-ignore-output", "key-result"]
-slow = d2l_gpu.benchmark(
-    train, True, device=device, min_run_time=0.3, num_threads=1, label=".item() every step"
-)
-fast = d2l_gpu.benchmark(
-    train, False, device=device, min_run_time=0.3, num_threads=1, label="one copy at the end"
-)
-print(slow)
-print(fast)
-gap, spread = slow.median - fast.median, max(slow.iqr, fast.iqr)
-winner = "one copy at the end" if gap > 0 else ".item() every step"
-print(f"on {device}, logging every step takes {slow.median / fast.median:.2f}x as long")
-if abs(gap) > spread:
-    print(f"verdict: {winner} is faster; the gap is {abs(gap) / spread:.1f}x the larger IQR")
-else:
-    print("verdict: no clear winner; the gap is within the larger IQR")
+for width in widths:
+    step = make_step(width)
+    cmp = d2l_gpu.compare(
+        functools.partial(train, step, False),
+        functools.partial(train, step, True),
+        labels=("one copy at the end", ".item() every step"),
+        device=device,
+        rounds=20,
+        num_threads=1,
+        tolerance=0.25,
+    )
+    host, gpu = per_step.get(width, (None, None))
+    times = f" (per step: host {host * 1e6:.0f} us, GPU {gpu * 1e6:.0f} us)" if host else ""
+    print(f"width {width} on {device}{times}:")
+    print(cmp)
 
 # %% [markdown]
-# ## Reading the verdict
+# ## Reading the verdicts
 #
-# On a CPU-only machine there is no separate device to wait for, so `.item()`
-# is only a read of one number in main memory. The loop that keeps its log "on
-# the device" does a little more each step: `history[step] = loss.detach()` is
-# an indexed copy, one more operation through PyTorch's dispatcher. On a CPU
-# that extra operation can cost more than the read it replaces, so there the
-# `.item()` loop may come out slightly ahead, or the two may tie; the cell
-# says which it found on this machine.
+# On a CPU, `.item()` only reads a number that is already in main memory, and
+# the loop that keeps its log "on the device" does a little more each step (an
+# indexed copy, one more call through PyTorch's dispatcher). Neither waits for
+# anything, so the two loops should agree; the verdict says whether they did.
 #
-# On a GPU the order should reverse. The indexed copy is one more kernel in
-# the queue and costs the CPU only its launch, while each `.item()` forces a
-# synchronization: the CPU stops until the GPU has finished the step, and only
-# then prepares the next one. A GPU reader should therefore expect the
-# one-copy loop to win, by more the smaller each step is. That is an
-# expectation, not a measurement: run the cell on a GPU to see the figure.
-# [Exercise 3](08-exercises.ipynb) repeats the experiment with a heavier step.
+# On a GPU the cell prints two verdicts. At the chapter's width the host's work
+# dominates and the loops should again come out close. At the matched width the
+# GPU is busy for as long as Python queues, and only the log kept on the device
+# lets the two work at once: `.item()` every step should then cost clearly more,
+# approaching twice the time. Real training steps lie anywhere on this scale:
+# a large model keeps the GPU busy far longer than Python takes to queue, and
+# the wait then costs little; small models and batches on a fast GPU bring the
+# two times close, where it costs most.
+# [Exercise 3](08-exercises.ipynb) repeats the experiment with matrix products.
 
 # %% [markdown]
 # ## What this lesson showed
 #
 # - The section fits in three rules: we choose the device, every operand of
 #   one operation shares it, and data moves rarely and in bulk.
-# - Turning a loss into a Python number at every step makes a GPU's queue run
-#   dry; a log kept as a tensor on the device and copied once avoids it.
-# - A timing comparison means something only next to its spread, and a CPU
-#   run cannot show a cost that comes from waiting for a GPU.
+# - Turning a loss into a Python number at every step stops Python from
+#   queueing while the GPU works. It costs most, up to about twice the time,
+#   when a step's host and GPU times are equal, and little when either
+#   dominates; a log kept on the device and copied once avoids it.
+# - A timing comparison means something only next to its spread; a CPU run
+#   cannot show a cost that comes from waiting for a GPU.
 #
 # Next: [08 – Exercises](08-exercises.ipynb) (larger and smaller computations,
 # saving parameters across devices, this logging experiment with heavier steps,

@@ -6,7 +6,8 @@
 # **你将学到**
 #
 # - 用三条规则概括本节；
-# - 每一步都记录训练损失要付出多少代价：与把记录留在设备上、最后一次性取回相比，实测一下。
+# - 每一步都记录训练损失要付出多少代价：与把记录留在设备上、最后一次性取回相比，实测一下；
+# - 为什么只有当主机和 GPU 每一步花的时间差不多时，这笔代价才显现出来。
 #
 # **你需要**
 #
@@ -56,8 +57,8 @@ if d2l_gpu.num_gpus() == 0:
 # 才能启动第 `k + 1` 步。于是每一步都多了一次往返（一次同步加一次极小的复制），
 # 而在 Python 准备下一步要启动的核函数时，GPU 只能闲着。
 #
-# 下面用两种方式训练同一个小回归模型。两个循环做的运算完全相同，记下的损失也相同，
-# 唯一的区别在于损失什么时候回到主机。
+# 下面用两种方式训练同一个小回归模型：一个用梯度下降拟合的两层网络。
+# 两个循环做的运算完全相同，记下的损失也相同，唯一的区别在于损失什么时候回到主机。
 
 # %% tags=["nbval-ignore-output"]
 device = d2l_gpu.try_gpu()
@@ -67,83 +68,155 @@ torch.ones(1, device=device)
 print("training on", device)
 
 # %%
+import functools
+import math
+import time
+
 from torch import nn
 
-torch.manual_seed(0)
-features = torch.randn(256, 16, device=device)
-labels = features @ torch.randn(16, 1, device=device)
 
-
-def train(log_every_step, steps=50):
-    """Train a fresh linear model; return the loss of every step as Python floats."""
+def make_step(width, batch=1024, lr=0.05):
+    """One gradient-descent step of a fresh network `width` features wide; returns the loss."""
     torch.manual_seed(0)
-    net = nn.Linear(16, 1).to(device)
-    history = [] if log_every_step else torch.empty(steps, device=device)
-    for step in range(steps):
+    features = torch.randn(batch, width, device=device)
+    labels = features @ torch.randn(width, 1, device=device) / math.sqrt(width)
+    net = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 1)).to(device)
+
+    def step():
         loss = nn.functional.mse_loss(net(features), labels)
         net.zero_grad()
         loss.backward()
         with torch.no_grad():  # plain gradient descent, as torch.optim.SGD does it
             for parameter in net.parameters():
-                parameter -= 0.05 * parameter.grad
+                parameter -= lr * parameter.grad
+        return loss.detach()
+
+    return step
+
+
+def train(step, log_every_step, steps=50):
+    """Run `steps` steps; return the loss of every step as Python floats."""
+    history = [] if log_every_step else torch.empty(steps, device=device)
+    for i in range(steps):
+        loss = step()
         if log_every_step:
             history.append(loss.item())  # waits for the device, copies one number
         else:
-            history[step] = loss.detach()  # stays on the device
+            history[i] = loss  # stays on the device
     return history if log_every_step else history.tolist()  # one copy at the end
 
 
-each_step, at_the_end = train(True), train(False)
+each_step, at_the_end = train(make_step(16), True), train(make_step(16), False)
 print("same losses both ways:", each_step == at_the_end)
 print("loss went down:", at_the_end[-1] < at_the_end[0])
 
+
 # %% [markdown]
-# 再用 `d2l_gpu.benchmark` 分别计时（已同步，报告多次运行的中位数和四分位距）。
-# 测量期间 PyTorch 只用一个 CPU 线程，免得在一台小而忙的共享机器上，
-# 结果取决于第二个核心多快被唤醒。结论由单元格自己打印：只有当两个中位数之差
-# 超过两者中较大的那个四分位距时，它才认为差距是真实的。
+# ## 等待什么时候有代价
+#
+# 每一步都要花主机一些时间把核函数排进队列，再花 GPU 一些时间执行它们。
+# 把记录留在设备上时，两者可以重叠：GPU 执行第 `k` 步的同时，Python 已在排第 `k + 1` 步，
+# 于是每一步的耗时约等于两者中较长的那个。用 `.item()` 时两者只能轮流进行，
+# 每一步的耗时是两者之和，再加一次往返。当每一步的主机时间和设备时间相等时，
+# 损失最大，最多约为两倍的时间；当其中一方占主导时，另一方就藏在它后面。
+# 原书的回归只有 16 个特征宽，小到 GPU 早在 Python 排好下一步之前就做完了这一步：
+# 在那里这条警告显现不出来。
+#
+# 所以在 CUDA GPU 上，下一个单元格对逐渐加宽的网络测量每一步的这两个时间：
+# 主机时间用时钟测，测的时候先让几次大矩阵乘法占住 GPU，使这些步骤只是排进队列；
+# GPU 时间用两个 CUDA 事件夹住同样这些步骤来测。然后取两者最接近的宽度。
+# CPU 上没有队列：调用返回时工作就已完成，主机时间和设备时间是同一个时间，
+# 任何宽度的表现都和原书的宽度一样，所以单元格只保留那个宽度。
+
+# %% tags=["nbval-ignore-output"]
+def host_and_device_seconds(step, steps=20):
+    """Seconds per call of step(): to queue it on the host, and to run it on the GPU."""
+    hold = torch.randn(4096, 4096, device=device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream = torch.cuda.current_stream(device)
+    step()  # warm-up
+    for products in (10, 40, 160):  # more, if the GPU ran out of work before the host did
+        d2l_gpu.synchronize(device)
+        for _ in range(products):
+            hold @ hold  # keeps the GPU busy while the steps are queued behind it
+        start.record(stream)
+        tik = time.perf_counter()
+        for _ in range(steps):
+            step()
+        host = (time.perf_counter() - tik) / steps
+        queued = not start.query()  # the GPU had not reached the first step yet
+        end.record(stream)
+        end.synchronize()
+        if queued:
+            break
+    return host, start.elapsed_time(end) / 1e3 / steps
+
+
+widths, per_step = [16], {}  # the chapter's width; host and GPU seconds per step
+if device.type == "cuda":
+    mismatch = {}  # how far apart the two times are, on a log scale
+    print(f"{'width':>6} {'host per step':>14} {'GPU per step':>13}")
+    for k in range(15):  # widths 32 to 4096, by factors of sqrt(2)
+        width = round(32 * 2 ** (k / 2))
+        host, gpu = per_step[width] = host_and_device_seconds(make_step(width))
+        print(f"{width:>6} {host * 1e6:>11.1f} us {gpu * 1e6:>10.1f} us")
+        mismatch[width] = abs(math.log(gpu / host))
+        if gpu > host:  # wider only drifts further apart
+            break
+    widths.append(min(mismatch, key=mismatch.get))
+    print(f"host and GPU time per step match best at width {widths[-1]}")
+else:
+    print(f"no queue on {device}: host and device time per step are one; width 16 only")
+
+# %% [markdown]
+# 接下来用两种方式训练每个宽度，用 `d2l_gpu.compare` 计时：它让两个循环在 20 轮里交替进行，
+# 这样机器偶尔变慢时两边都会碰上，然后逐轮计算两者的比值。若比值的中位数与 1
+# 的差距在容差之内，结论就是两者相同；只有当各轮比值的中间一半都落在这个范围之外时，
+# 才判定有明显差别。我们允许 25 %：在与其他程序共享的机器上，同一个循环计时两次
+# 就可能相差百分之几，而我们要在 GPU 上找的代价要大得多。测量期间 PyTorch
+# 只用一个 CPU 线程，免得在一台小而忙的共享机器上，结果取决于第二个核心多快被唤醒。
 
 # %% tags=["nbval-ignore-output", "key-result"]
-slow = d2l_gpu.benchmark(
-    train, True, device=device, min_run_time=0.3, num_threads=1, label=".item() every step"
-)
-fast = d2l_gpu.benchmark(
-    train, False, device=device, min_run_time=0.3, num_threads=1, label="one copy at the end"
-)
-print(slow)
-print(fast)
-gap, spread = slow.median - fast.median, max(slow.iqr, fast.iqr)
-winner = "one copy at the end" if gap > 0 else ".item() every step"
-print(f"on {device}, logging every step takes {slow.median / fast.median:.2f}x as long")
-if abs(gap) > spread:
-    print(f"verdict: {winner} is faster; the gap is {abs(gap) / spread:.1f}x the larger IQR")
-else:
-    print("verdict: no clear winner; the gap is within the larger IQR")
+for width in widths:
+    step = make_step(width)
+    cmp = d2l_gpu.compare(
+        functools.partial(train, step, False),
+        functools.partial(train, step, True),
+        labels=("one copy at the end", ".item() every step"),
+        device=device,
+        rounds=20,
+        num_threads=1,
+        tolerance=0.25,
+    )
+    host, gpu = per_step.get(width, (None, None))
+    times = f" (per step: host {host * 1e6:.0f} us, GPU {gpu * 1e6:.0f} us)" if host else ""
+    print(f"width {width} on {device}{times}:")
+    print(cmp)
 
 # %% [markdown]
-# ## 怎样读这个结论
+# ## 怎样读这些结论
 #
-# 在只有 CPU 的机器上没有单独的设备要等，`.item()` 只是从内存里读出一个数。
-# 把记录“留在设备上”的那个循环，每一步反而多做了一件事：
-# `history[step] = loss.detach()` 是一次按下标的复制，要多经过一次 PyTorch 的分发器。
-# 在 CPU 上，这次多出来的运算可能比它所替代的那次读取还贵，所以那里可能是 `.item()`
-# 的循环略快，也可能两者打平；这台机器上是哪一种，由单元格打印。
+# 在 CPU 上，`.item()` 只是从内存里读出一个已经在那里的数；把记录“留在设备上”的循环，
+# 每一步反而多做一点事（一次按下标的复制，要多经过一次 PyTorch 的分发器）。
+# 两者都不需要等待什么，所以两个循环应当相同；结论说明了这里是否如此。
 #
-# 到了 GPU 上，顺序应当反过来。按下标的复制只是往队列里多放一个核函数，
-# CPU 只付出启动它的代价；而每次 `.item()` 都强制同步：CPU 要停下来，等 GPU 做完这一步，
-# 然后才开始准备下一步。所以在 GPU 上应当预期“最后一次性取回”的循环更快，
-# 而且每一步越小，领先越多。这只是预期，不是测量结果：在 GPU 上运行这个单元格，才能看到具体数字。
-# [练习 3](08-exercises.ipynb) 用更重的每一步重做了这个实验。
+# 在 GPU 上，单元格打印两条结论。在原书的宽度上，主机的工作占主导，两个循环也应当相差不多。
+# 在两者匹配的宽度上，Python 排队花多久，GPU 就忙多久，只有把记录留在设备上，
+# 两边才能同时工作：这时每一步都调用 `.item()` 应当明显更贵，接近两倍的时间。
+# 真实训练的每一步可能落在这个范围的任何位置：大模型让 GPU 忙碌的时间远远超过
+# Python 排队所需，等待就几乎没有代价；快速 GPU 上的小模型和小批量会让两个时间接近，
+# 代价在那里最大。[练习 3](08-exercises.ipynb) 用矩阵乘法重做了这个实验。
 
 # %% [markdown]
 # ## 本课小结
 #
 # - 本节可以归结为三条规则：设备由我们选择，一次运算的所有操作数在同一个设备上，
 #   数据要少搬、成批地搬。
-# - 每一步都把损失变成 Python 数值，会让 GPU 的队列空下来；把记录作为张量留在设备上、
-#   最后复制一次，就能避免。
+# - 每一步都把损失变成 Python 数值，会让 Python 在 GPU 工作时停止排队。当一步的主机时间
+#   和 GPU 时间相等时，代价最大，最多约为两倍的时间；任何一方占主导时，代价就很小。
+#   把记录作为张量留在设备上、最后复制一次，就能避免。
 # - 计时比较只有和它的离散程度放在一起才有意义；GPU 上因等待而产生的代价，CPU 上测不出来。
 #
-# 接下来：[08 – 练习](08-exercises.ipynb)（大大小小的计算、跨设备保存参数、
+# 下一篇：[08 – 练习](08-exercises.ipynb)（大大小小的计算、跨设备保存参数、
 # 用更重的每一步重做这个记录实验、两块 GPU 同时工作），然后是
 # [09 – 走出一台机器](09-beyond-one-machine.ipynb)。
