@@ -88,10 +88,11 @@ for shape, dtype in [
 # On a CUDA GPU the cell first starts CUDA itself, with `torch.cuda.init()`.
 # PyTorch starts CUDA lazily, when something first needs it (usually the first
 # tensor put on a GPU), and the allocator comes into being only then. Before
-# that, its readers answer 0, but `reset_peak_memory_stats(device)` stops with
-# `RuntimeError: Invalid device argument`: there is no allocator for that
-# device yet. Starting CUDA on purpose makes the order visible, and lets the
-# first line show the card's memory before any tensor exists.
+# that, the functions that read the counters answer 0, but
+# `reset_peak_memory_stats(device)` stops with `RuntimeError: Invalid device
+# argument`: there is no allocator for that device yet. Starting CUDA on
+# purpose makes the order visible, and lets the first line show the card's
+# memory before any tensor exists.
 
 # %% tags=["nbval-ignore-output"]
 device = d2l_gpu.try_gpu()
