@@ -468,6 +468,12 @@ def test_a_rerun_of_one_lesson_keeps_the_rest(published, tmp_path):
     assert "](04-gpu-memory.ipynb)" in three and "../../../en/04-gpu-memory" not in three
     memory = (root / "notebooks" / "en" / "04-gpu-memory.py").read_text(encoding="utf-8")
     assert "[outputs](../gpu/nvidia-a100-sxm4-80gb/en/04-gpu-memory.ipynb)" in memory
+    # It ran with its lesson's line under the badge; the copy has its banner instead.
+    copy_ = json.loads((folder / "en" / "04-gpu-memory.ipynb").read_text(encoding="utf-8"))
+    title = "".join(copy_["cells"][0]["source"]).splitlines()
+    assert [line for line in title if publish.GPU_LINE.fullmatch(line)] == [
+        publish.banner(after, "en/04-gpu-memory")
+    ]
 
 
 def test_a_changed_lesson_is_stale_and_its_line_says_so(published):
