@@ -10,7 +10,7 @@
 # - how to save a model's parameters on a GPU and load them anywhere, safely;
 # - what `.item()` in a loop really costs, and how to log without paying it;
 # - what running two products at once on two devices buys, and what one device
-#   or a CPU can and cannot tell us about it.
+#   can and cannot tell us about it.
 #
 # **What you need**
 #
@@ -38,21 +38,24 @@ if d2l_gpu.num_gpus() == 0:
 
 # %% [markdown]
 # The book leaves these exercises open; here each answer is a few cells of plain
-# PyTorch that you can change and run again. Every time comes from
-# `d2l_gpu.benchmark(fn, *args, device=...)`: it waits for the device before
-# reading the clock, warms up, calls `fn` in repeated blocks and returns a
-# `Measurement` whose `median` is the typical time per call and whose quartiles
-# `q1` and `q3` bound the middle half of the blocks. The plots draw the median
-# with an error bar from `q1` to `q3`.
+# PyTorch that you can change and run again. Times come from `d2l_gpu`, which
+# waits for the device before reading the clock and times repeated blocks of
+# calls: a `Measurement` holds the `median` time per call and the quartiles `q1`
+# and `q3` of the blocks (the plots' bars). `d2l_gpu.compare(first, second)`
+# alternates two pieces of code over ten rounds. Its `verdict` calls them equal
+# when the median ratio of the rounds lies within 10 % of 1, and a difference
+# clear only when the middle half of the ratios lies beyond that band.
 #
-# Your numbers will differ from the stored ones, and should: they describe your
-# machine. The stored outputs come from a small shared CPU with two cores and no GPU.
+# Your numbers will differ from the stored ones: they describe your machine. The
+# stored outputs come from a small shared CPU with two cores and no GPU.
 
 # %%
+import functools
+import math
 import os
 import pickle
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import time
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -66,31 +69,33 @@ def error_bars(measurements):
     return [[m.median - m.q1 for m in measurements], [m.q3 - m.median for m in measurements]]
 
 
-def verdict(m, base):
-    """Is m faster or slower than base? Only when the medians differ by more than the spread."""
-    if min(m.runs, base.runs) < 3:
-        return f"too few runs to judge ({min(m.runs, base.runs)})"
-    if abs(m.median - base.median) <= max(m.iqr, base.iqr):
-        return "no difference beyond the spread (IQR)"
-    return "faster" if m.median < base.median else "slower"
-
-
 # %% [markdown]
 # ## Exercise 1: large and small matrix products
 #
 # We time one n x n float32 product for a range of n, on the CPU and, if there is
-# one, on the GPU. The smallest, n = 4, is the "task with little computation":
-# 128 multiplications and additions. An n x n product takes about 2n³ floating-point
-# operations, so the median time also gives the rate in GFLOP/s.
+# one, on the GPU, the two alternating in `d2l_gpu.compare`. The smallest,
+# n = 4, is the "task with little computation": 128 multiplications and
+# additions. An n x n product takes about 2n³ floating-point operations, so the
+# median time also gives the rate in GFLOP/s.
 
 # %% tags=["nbval-ignore-output"]
 sizes = [4, 16, 64, 256, 512] if device.type == "cpu" else [4, 16, 64, 256, 1024, 2048]
 targets = [d2l_gpu.cpu()] if device.type == "cpu" else [d2l_gpu.cpu(), device]
-times = {}
-for target in targets:
-    for n in sizes:
-        x = torch.randn(n, n, device=target)
-        times[target, n] = d2l_gpu.benchmark(torch.mm, x, x, device=target, min_run_time=0.05)
+times, verdicts = {}, []
+for n in sizes:
+    x = [torch.randn(n, n, device=target) for target in targets]
+    if len(targets) == 1:
+        times[targets[0], n] = d2l_gpu.benchmark(torch.mm, x[0], x[0], min_run_time=0.05)
+        continue
+    cmp = d2l_gpu.compare(
+        functools.partial(torch.mm, x[0], x[0]),
+        functools.partial(torch.mm, x[1], x[1]),
+        labels=(f"cpu at n = {n}", f"{targets[1]} at n = {n}"),
+        device=targets[1],
+        min_run_time=0.2,
+    )
+    times[targets[0], n], times[targets[1], n] = cmp.first, cmp.second
+    verdicts.append(cmp.verdict)
 
 print(f"{'device':>8} {'n':>5} {'median':>12} {'middle half (q1 to q3)':>26} {'GFLOP/s':>9}")
 for (target, n), m in times.items():
@@ -99,13 +104,10 @@ for (target, n), m in times.items():
     print(f"{target!s:>8} {n:>5} {m.median * 1e6:>9,.1f} us {spread:>26} {rate:>9.2f}")
 
 # %% tags=["nbval-ignore-output", "key-result"]
-if len(targets) == 2:
-    for n in sizes:
-        on_cpu, on_gpu = times[targets[0], n], times[targets[1], n]
-        speed = on_cpu.median / on_gpu.median
-        print(f"n = {n:>4}: {targets[1]} is {speed:,.2f}x as fast as the CPU: {verdict(on_gpu, on_cpu)}")
+if verdicts:
+    print(*verdicts, sep="\n")
 else:
-    print("no GPU: nothing to compare; with one, this cell prints the GPU/CPU ratio for each n")
+    print("no GPU: nothing to compare; with one, this cell prints a verdict for each n")
 
 # %% tags=["nbval-ignore-output"]
 fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -119,33 +121,26 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# **Reading the curve.** Both axes are logarithmic, so a straight line of slope 3
-# would mean the time grows as n³, as the arithmetic does. For small n the curve
-# is nearly flat instead: the product is so small that the fixed cost of every call
-# (Python, PyTorch's dispatcher, choosing and calling a BLAS routine) is most of
-# the time. Only for large n does the arithmetic dominate and the rate approach
-# what the hardware can do.
-#
-# A GPU adds its own fixed cost to every call: launching a kernel and, to read a
-# result, waiting for it. For the 4 x 4 product that overhead is all there is, so
-# the GPU is no faster than the CPU there, and often slower. For large n its
-# thousands of arithmetic units have enough work and it pulls ahead, usually by
-# more than an order of magnitude; the table above prints the ratio measured on
-# your machine. (On NVIDIA GPUs PyTorch runs float32 products in full float32
-# unless you allow the faster TF32 format with
-# `torch.set_float32_matmul_precision("high")`.) The lesson for code: give a GPU
-# large pieces of work, not many small ones.
+# **Reading the curve.** On log-log axes, a line of slope 3 would mean the time
+# grows as n³, as the arithmetic does. For small n the curve is nearly flat: the
+# fixed cost of every call (Python, PyTorch's dispatcher, choosing a BLAS
+# routine) is most of the time. A GPU adds a fixed cost of its own, launching a
+# kernel and waiting for it, so for the 4 x 4 product it is no faster than the
+# CPU, and often slower. For large n its thousands of arithmetic units have
+# enough work and it pulls ahead, usually by more than an order of magnitude;
+# the verdicts above say what your machine showed. (On NVIDIA GPUs, float32
+# products run in full float32 unless you allow the faster TF32 format with
+# `torch.set_float32_matmul_precision("high")`.) Give a GPU large pieces of work.
 
 # %% [markdown]
 # ## Exercise 2: reading and writing parameters on a GPU
 #
 # Save the `state_dict` (the parameter tensors, not the Python object) and load it
 # with `weights_only=True`, which rebuilds tensors and plain containers and refuses
-# any other Python object. That greatly restricts what a file from elsewhere can
-# do, but it is a safeguard, not a sandbox: before torch 2.6 a known bypass let a
-# crafted file run code anyway. Keep torch current and load files you trust. The
-# file keeps, for every tensor, the device it was saved from; `map_location` tells
-# `torch.load` where to put the tensors instead. Files go to a temporary folder.
+# any other Python object: a safeguard, not a sandbox (before torch 2.6 a known
+# bypass let a crafted file run code), so keep torch current and load files you
+# trust. The file keeps each tensor's device; `map_location` tells `torch.load`
+# where to put the tensors instead. Files go to a temporary folder.
 
 # %%
 net = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
@@ -174,11 +169,10 @@ print("the CPU copy of the model is exact:", all(torch.equal(p.cpu(), q) for p, 
 # %% [markdown]
 # Without `map_location`, every tensor goes back to the device it came from, say
 # `cuda:0`; on a machine without that device the load fails. With a GPU, the next
-# cell loads onto the device this lesson uses. Without one, it asks for `cuda:0`,
-# which runs the check a GPU's file would meet, and shows the error (the stored run
-# had no GPU to save from); it skips that when `D2L_DEVICE` is set, since asking
-# would touch a GPU the variable leaves out. Saving the whole model object
-# instead of its `state_dict` shows what `weights_only=True` protects against.
+# cell loads onto this lesson's device. Without one, it asks for `cuda:0` and shows
+# the error a GPU's file would meet, unless `D2L_DEVICE` is set (asking would touch
+# a GPU the variable leaves out). Then saving the whole model object shows what
+# `weights_only=True` protects against.
 
 # %% tags=["nbval-ignore-output"]
 with tempfile.TemporaryDirectory() as folder:
@@ -209,8 +203,7 @@ with tempfile.TemporaryDirectory() as folder:
 # So the safe recipe is: save `model.state_dict()`; load it with
 # `weights_only=True` and a `map_location` (`"cpu"`, a device, or a mapping
 # such as `{"cuda:1": "cuda:0"}`); then `model.load_state_dict(...)` and move the
-# model where you want it. Loading onto the CPU first also avoids holding a large
-# checkpoint on the GPU twice.
+# model. Loading onto the CPU first also avoids a large checkpoint on the GPU twice.
 
 # %% [markdown]
 # ## Exercise 3: logging the norm of 1000 products
@@ -228,24 +221,29 @@ a = torch.randn(1000, 100, 100, device=device)
 b = torch.randn(1000, 100, 100, device=device)
 
 
-def log_with_item():  # (a)
+def log_with_item(a=a, b=b):  # (a)
     return [torch.linalg.matrix_norm(a[i] @ b[i]).item() for i in range(len(a))]
 
 
-def log_on_device():  # (b)
+def log_on_device(a=a, b=b):  # (b)
     log = torch.empty(len(a), device=device)
     for i in range(len(a)):
         log[i] = torch.linalg.matrix_norm(a[i] @ b[i])
     return log.cpu()
 
 
-def log_batched():  # (c)
+def log_batched(a=a, b=b):  # (c)
     return torch.linalg.matrix_norm(torch.bmm(a, b)).cpu()
 
 
 # %% [markdown]
 # All three must log the same numbers. (b) repeats (a)'s arithmetic exactly; the
-# batched product of (c) may add up in another order, so it agrees to rounding:
+# batched product of (c) may add up in another order, so it agrees to rounding.
+# Then (b) and (c) are each timed against (a), on one CPU thread. (b) differs
+# from (a) only in when it waits, and gets the 25 % band of
+# [lesson 07](07-summary.ipynb): on a shared machine, noise alone can approach
+# the usual 10 %. (c) gets 50 %: on a GPU batching should win by a factor of ten
+# or more, while on a CPU it gains or loses less, depending on the machine.
 
 # %%
 norms_a = torch.tensor(log_with_item())
@@ -255,20 +253,26 @@ print("(b) equals (a) exactly:", torch.equal(norms_b, norms_a))
 print("(c) equals (a) to 1e-4 (relative):", torch.allclose(norms_c, norms_a, rtol=1e-4))
 
 # %% tags=["nbval-ignore-output", "key-result"]
-methods = {
-    "(a) .item() each step": log_with_item,
-    "(b) log on the device": log_on_device,
-    "(c) one batched product": log_batched,
-}
-logging = {  # the check above was the warm-up
-    name: d2l_gpu.benchmark(fn, device=device, min_run_time=0.5, warmup=0)
-    for name, fn in methods.items()
-}
+against_a = [  # (b) and (c), each timed against (a); the check above was the warm-up
+    d2l_gpu.compare(
+        log_with_item,
+        fn,
+        labels=("(a) .item() each step", label),
+        device=device,
+        rounds=20,
+        warmup=1,
+        num_threads=1,
+        tolerance=tolerance,
+    )
+    for fn, label, tolerance in (
+        (log_on_device, "(b) log on the device", 0.25),
+        (log_batched, "(c) one batched product", 0.5),
+    )
+]
+logging = {m.label: m for m in (against_a[0].first, *(cmp.second for cmp in against_a))}
 for name, m in logging.items():
     print(f"{name:<24} {m.median * 1e3:8.2f} ms  (q1 to q3: {m.q1 * 1e3:.2f} to {m.q3 * 1e3:.2f})")
-base = logging["(a) .item() each step"]
-for name, m in list(logging.items())[1:]:
-    print(f"{name[:3]} takes {m.median / base.median:.2f}x the time of (a): {verdict(m, base)}")
+print(*(cmp.verdict for cmp in against_a), sep="\n")
 
 # %% tags=["nbval-ignore-output"]
 fig, ax = plt.subplots(figsize=(6, 3))
@@ -280,48 +284,110 @@ ax.set(xlabel=f"milliseconds for 1000 products on {device} (linear scale)")
 ax.set_title("Median; bars: q1 to q3")
 plt.show()
 
+
 # %% [markdown]
-# **On a CPU.** A CPU operation is finished when the call returns, so `.item()`
-# only reads a number that is already in memory. There is nothing to wait for, and
-# (a) is about as fast as anything that loops. (b) gains nothing, and does more:
-# `log[i] = ...` is one more PyTorch operation per step (select the slot, copy the
-# value into it), with its own call overhead, while `.item()` is a plain read. (c)
-# pays the per-call overhead once instead of 3000 times and hands the library one
-# large batch to spread over all cores; but it also writes all 1000 products to
-# memory before reading them back for the norms, where the loops keep each small
-# product in the cache. Which effect wins on a CPU depends on the machine: the
-# cell above prints the ratios on yours, and whether each gap exceeds the spread.
+# **On a CPU.** An operation is finished when its call returns, so `.item()`
+# reads a number already in memory: there is nothing to wait for, and (a) and
+# (b), which does one more PyTorch operation per step, should agree. (c) pays
+# the per-call overhead once instead of 3000 times, but writes all 1000 products
+# to memory, where the loops keep each small product in the cache.
 #
-# **On a GPU.** There a call only *queues* a kernel and returns at once, so the
-# Python loop can run ahead of the GPU. In (b) it does: it queues all 3000 kernels
-# while the GPU works through them back to back, and the one copy at the end is
-# the only wait. In (a), each `.item()` must wait until the product and the norm are
-# done and their four bytes have crossed to the host. While it waits, the Python
-# thread holds no lock that matters (PyTorch releases Python's global interpreter
-# lock, the GIL, during the wait); the cost is that the loop stops queueing work.
-# When the result arrives the GPU has nothing left to do, and it idles while Python
-# prepares and launches the next product: a thousand times over. So on a GPU (a)
-# should be slower than (b), and (c) fastest. By how much no run here measured:
-# both loops still pay for launching 3000 small kernels, and that cost may hide
-# the waits. The cell above prints the ratios and their verdict on your GPU. Hence
-# the rule the section ends with: keep logs on the device and move them in large pieces.
+# **On a GPU.** A call only *queues* a kernel and returns, so in (b) Python runs
+# ahead while the GPU works through the kernels, and the copy at the end is the
+# only wait. In (a) each `.item()` waits until the product and its norm are
+# done and four bytes have crossed to the host. PyTorch releases Python's global
+# interpreter lock (GIL) meanwhile: the cost is not a lock, but that the loop
+# stops queueing work, and the GPU idles while Python launches the next product.
+# Yet a GPU computes a 100 x 100 product far faster than Python queues it, so
+# it idles between steps in (b) as well, and (a) and (b) may well agree. (c)
+# queues a handful of kernels in all and should win by far.
+#
+# ## Exercise 3, continued: where waiting costs
+#
+# A step costs the host some time to queue its kernels and the GPU some time to
+# run them. In (b) the two overlap, and a step takes about the longer of the
+# two; in (a) they take turns, and a step takes their sum plus a round trip. The
+# gap is largest, nearly twice the time, when the two are equal, and small when
+# either dominates. So on a CUDA GPU the next cell measures both for one step of
+# (b) at growing n: the host's with the clock while large products keep the GPU
+# busy, so that the steps only queue behind them; the GPU's with two CUDA events
+# around the same steps. Where they match best it times (a) against (b) again:
+# 1000 products, taken in turn from ten pairs of n x n matrices. On a CPU there
+# is no queue, the two times are one, and nothing new can show.
+
+# %% tags=["nbval-ignore-output", "key-result"]
+def host_and_device_seconds(step, steps=20):
+    """Seconds per call of step(): to queue it on the host, and to run it on the GPU."""
+    hold = torch.randn(4096, 4096, device=device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream = torch.cuda.current_stream(device)
+    step()  # warm-up
+    for products in (10, 40, 160):  # more, if the GPU ran out of work before the host did
+        d2l_gpu.synchronize(device)
+        for _ in range(products):
+            hold @ hold  # keeps the GPU busy while the steps are queued behind it
+        start.record(stream)
+        tik = time.perf_counter()
+        for _ in range(steps):
+            step()
+        host = (time.perf_counter() - tik) / steps
+        queued = not start.query()  # the GPU had not reached the first step yet
+        end.record(stream)
+        end.synchronize()
+        if queued:
+            break
+    return host, start.elapsed_time(end) / 1e3 / steps
+
+
+if device.type == "cuda":
+    mismatch, per_step = {}, {}  # how far apart the two times are, on a log scale
+    print(f"{'n':>6} {'host per step':>14} {'GPU per step':>13}")
+    for k in range(16):  # n from 100 to 3200; each n doubles the arithmetic of the last
+        n = round(100 * 2 ** (k / 3))
+        x, y, log = (torch.randn(*shape, device=device) for shape in ((n, n), (n, n), (1,)))
+
+        def step(x=x, y=y, log=log):  # one step of (b)
+            log[0] = torch.linalg.matrix_norm(x @ y)
+
+        host, gpu = per_step[n] = host_and_device_seconds(step)
+        print(f"{n:>6} {host * 1e6:>11.1f} us {gpu * 1e6:>10.1f} us")
+        mismatch[n] = abs(math.log(gpu / host))
+        if gpu > host:  # larger only drifts further apart
+            break
+    n = min(mismatch, key=mismatch.get)
+    pairs = torch.randn(2, 10, n, n, device=device)
+    a_n, b_n = ([pairs[j, i % 10] for i in range(1000)] for j in (0, 1))
+    host, gpu = per_step[n]
+    print(f"n = {n} matches best: per step, host {host * 1e6:.0f} us, GPU {gpu * 1e6:.0f} us")
+    print(d2l_gpu.compare(
+        functools.partial(log_with_item, a_n, b_n),
+        functools.partial(log_on_device, a_n, b_n),
+        labels=(f"(a) at n = {n}", f"(b) at n = {n}"),
+        device=device,
+        tolerance=0.25,
+    ))
+else:
+    print(f"no queue on {device}: host and device time per step are one; nothing new to time")
+
+# %% [markdown]
+# At the matched size the GPU is busy for as long as Python queues, and only (b)
+# lets the two work at once: (a) should take clearly longer, approaching twice
+# the time. Hence the section's rule: keep logs on the device, move them in bulk.
 
 # %% [markdown]
 # ## Exercise 4: two products on two GPUs at once
 #
 # Kernel launches return at once, so one Python thread can keep two GPUs busy:
-# launch a product on each, then wait for both. Against doing both products on
-# one GPU one after the other, the time should nearly halve. What this cell can
-# measure depends on the machine, and it says which case it ran:
+# launch a product on each, then wait for both. Against both on one GPU in turn,
+# the time should nearly halve. The cell says which case it ran:
 #
 # - **two or more GPUs:** the experiment itself, with large products;
 # - **one CUDA GPU:** two CUDA streams on it, so that two products *may* run side
-#   by side. A large product already fills the GPU, so expect little gain; this is
-#   overlap on one device, not scaling across two;
-# - **no CUDA GPU** (none at all, or one Apple MPS device, which has no streams
-#   to choose): no GPU result is possible. As a stand-in, two CPU threads run one
-#   product each, with PyTorch limited to one core per product, against one thread
-#   running both. This measures cores, not GPUs, and is labelled so.
+#   by side: overlap on one device, not scaling across two;
+# - **no CUDA GPU** (none, or Apple MPS, which has no streams to choose):
+#   nothing is timed. Two CPU threads could stand in, but they would measure
+#   cores shared with every other program on the machine, not devices, and
+#   their verdict would change with the machine's load.
 
 # %%
 gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]
@@ -362,49 +428,41 @@ elif gpus and gpus[0].type == "cuda":
         d2l_gpu.synchronize(gpus[0])
 
 else:
-    setting = "CPU STAND-IN, NOT A GPU RESULT: two threads, one core per product"
-    x, y = torch.randn(384, 384), torch.randn(384, 384)
-    pool = ThreadPoolExecutor(2)
-
-    def in_sequence():  # one thread does both
-        x @ x
-        y @ y
-
-    def at_once():  # two threads, one product each (PyTorch releases the GIL in a product)
-        for job in [pool.submit(torch.mm, x, x), pool.submit(torch.mm, y, y)]:
-            job.result()
+    setting = None  # no CUDA GPU: no two devices, and no streams to run side by side
 
 # %% tags=["nbval-ignore-output", "key-result"]
-threads = torch.get_num_threads()
-torch.set_num_threads(1)  # one core per product; no effect on GPU products
-try:
+if setting is None:
+    print(f"no CUDA GPU ({device}): nothing to run at once on two devices, so nothing is timed")
+else:
     # Each function waits for its own devices, so the clock needs no device to wait for.
-    pair = [d2l_gpu.benchmark(fn, device="cpu", min_run_time=0.15) for fn in (in_sequence, at_once)]
-finally:
-    torch.set_num_threads(threads)
-print(setting)
-for name, m in zip(("one after the other", "at the same time"), pair, strict=True):
-    print(f"  {name:<20} {m.median * 1e3:8.3f} ms  (q1 to q3: {m.q1 * 1e3:.3f} to {m.q3 * 1e3:.3f})")
-speed_up = pair[0].median / pair[1].median
-print(f"  speed-up: {speed_up:.2f}x (ideal with two devices: 2); at once is {verdict(*pair[::-1])}")
+    cmp = d2l_gpu.compare(
+        in_sequence,
+        at_once,
+        labels=("one after the other", "at the same time"),
+        device="cpu",
+        rounds=20,
+        min_run_time=0.3,
+    )
+    print(setting)
+    print(cmp)
+    print(f"speed-up: {1 / cmp.ratio:.2f}x (ideal with two devices: 2)")
 
 # %% tags=["nbval-ignore-output"]
-fig, ax = plt.subplots(figsize=(7, 2.5))
-bars_ms = [[e * 1e3 for e in side] for side in error_bars(pair)]
-ax.barh(["one after the other", "at the same time"], [m.median * 1e3 for m in pair],
-        xerr=bars_ms, capsize=4)
-ax.invert_yaxis()
-ax.set_xlabel("milliseconds for two products (linear scale)")
-ax.set_title(f"{setting}\nmedian; bars: q1 to q3", fontsize="medium")
-plt.show()
+if setting is not None:
+    pair = [cmp.first, cmp.second]
+    fig, ax = plt.subplots(figsize=(7, 2.5))
+    bars_ms = [[e * 1e3 for e in side] for side in error_bars(pair)]
+    ax.barh([m.label for m in pair], [m.median * 1e3 for m in pair], xerr=bars_ms, capsize=4)
+    ax.invert_yaxis()
+    ax.set_xlabel("milliseconds for two products (linear scale)")
+    ax.set_title(f"{setting}\nmedian; bars: q1 to q3", fontsize="medium")
+    plt.show()
 
 # %% [markdown]
-# With two GPUs, expect a speed-up near 2: each GPU runs its own product, and the
-# only shared work is Python launching two kernels, which takes microseconds. With
-# one GPU and two streams, expect little: both streams share the same arithmetic
-# units, which one large product already keeps busy. The CPU stand-in usually falls
-# short of 2 for reasons of its own: the two cores share memory bandwidth and
-# caches, and on a shared machine other programs compete for them.
+# With two GPUs, expect a speed-up near 2: the only shared work is Python
+# launching two kernels. With one GPU and two streams, expect none: both streams
+# share the arithmetic units that one large product already keeps busy, so the
+# verdict to expect is "agree".
 
 # %% [markdown]
 # ## What this lesson showed
@@ -414,6 +472,10 @@ plt.show()
 # - Save `state_dict`s, load them with `weights_only=True` and a `map_location`,
 #   and a checkpoint from a GPU opens anywhere.
 # - `.item()` in a loop costs little on a CPU; on a GPU it stops the loop from
-#   queueing work at every step. Keep values on the device and move them once.
-# - Two GPUs can run two products at the same time; one GPU's streams or a CPU's
-#   threads are different experiments, and are reported as such.
+#   queueing work at every step, which costs most when a step's host and GPU
+#   times are equal. Keep values on the device and move them once.
+# - Two GPUs can run two products at the same time; two streams on one GPU are
+#   a different experiment, and are reported as such.
+#
+# Next: [09 – Beyond one machine](09-beyond-one-machine.ipynb) runs one process
+# per device and lets the processes add up their tensors.
