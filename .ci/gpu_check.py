@@ -8,15 +8,18 @@ Then, each with a time limit: fail at once if the machine lists a GPU torch
 cannot see; `python -m d2l_gpu info`; figures (clocks, benchmark(), transfers,
 matrix products); the tests that take a GPU path; the torchrun all-reduce demo
 on nccl, one rank per CUDA GPU; every lesson through nbval against its stored
-outputs (kept as executed in the report folder). The summary says, per check,
-passed / failed / skipped and why, then the figures with their goals and each
-lesson's key results. Exits 1 if a check failed, else 0.
+outputs (kept as executed in the report folder); then, per lesson, whether its en
+and zh runs printed the same verdicts. The summary says, per check, passed /
+failed / skipped and why, then the figures with their goals and limits, each
+lesson's key results and its verdicts. ``run.json`` in the report folder holds the
+same for tools (.ci/publish_gpu_outputs.py). Exits 1 if a check failed, else 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import shutil
 import signal
@@ -25,7 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,6 +51,8 @@ HIDING = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 PROBE = """
 import json, torch
 acc = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+backend = getattr(torch, acc.type, None) if acc else None  # torch.cuda, torch.mps, ...
+name = backend.get_device_name(0) if hasattr(backend, "get_device_name") else acc and acc.type
 print(json.dumps({
     "torch": torch.__version__,
     "cuda_build": torch.version.cuda,
@@ -55,6 +60,7 @@ print(json.dumps({
     "kind": acc.type if acc else None,
     "count": torch.accelerator.device_count() if acc else 0,
     "cuda": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+    "name": name,
 }))
 """
 NOTEBOOK_STACK = "import pytest, nbval, ipykernel, nbformat"
@@ -296,6 +302,12 @@ def check_lesson(runner: Runner, script: Path, env: dict, mode: str, limit: floa
     return Result(name, outcome.status, outcome.why, seconds)
 
 
+def check_verdicts(executed: Path) -> list[Result]:
+    """Per lesson: did its en and zh runs print the same verdicts (d2l_gpu.compare's)?"""
+    judged = gpu_lessons.verdicts_agree(gpu_lessons.verdict_lines(executed))
+    return [Result(f"en/zh verdicts {stem}", status, why) for stem, status, why in judged]
+
+
 def prepare_wheels(runner: Runner, wheels: Path) -> Result:
     site = runner.report / "site"
     shutil.rmtree(site, ignore_errors=True)
@@ -320,14 +332,14 @@ def run_checks(args: argparse.Namespace, runner: Runner, rows: list[dict]):
     machine = probe(runner)
     if machine is None:
         log = runner.report / "probe.log"
-        return "torch does not import", [Result("torch", "failed", f"see {log}")]
+        return "torch does not import", [Result("torch", "failed", f"see {log}")], None
     gpus = f"{machine['count']} {machine['kind']} device(s)" if machine["count"] else "no GPU"
     header = f"torch {machine['torch']}, {gpus}, Python {sys.version.split()[0]}"
     if "D2L_DEVICE" in runner.env:  # the lessons run on what it names
         header += f", D2L_DEVICE={runner.env['D2L_DEVICE']}"
     unseen = check_hardware(machine, runner.env)
     if unseen:  # every later step would run on the CPU and prove nothing
-        return header, [unseen]
+        return header, [unseen], machine
 
     results = [prepare_wheels(runner, args.wheels)]
     print(results[-1].line(), flush=True)
@@ -364,22 +376,76 @@ def run_checks(args: argparse.Namespace, runner: Runner, rows: list[dict]):
         else:
             results.append(check())
             print(results[-1].line(), flush=True)
-    return header, results
+    if "notebooks" in args.only:
+        if mode == "nbval":
+            results += check_verdicts(runner.report / "executed")
+        else:
+            why = "the lessons ran as scripts: no outputs were kept to compare"
+            results.append(Result("en/zh verdicts", "skipped", why))
+    return header, results, machine
 
 
-def table(rows: list[dict], keys: list[tuple[str, str]]) -> list[str]:
-    """The closing table: each figure with its goal, then the lessons' key results."""
-    lines = ["", "figures (what was measured, the goal it is held to, verdict):"]
+def _limit(row: dict) -> str:
+    if row.get("fraction") is not None:
+        return f"  | {row['fraction']:.2f} of {row['limit']}"
+    return f"  | {row['limit']}" if row.get("limit") else ""
+
+
+def table(rows: list[dict], keys: list[tuple[str, str]], verdicts: dict[str, list[str]]):
+    """The closing table: each figure with its goal and limit, then the lessons' key
+    results and their verdicts."""
+    lines = ["", "figures (what was measured, the goal it is held to, verdict, limit):"]
     if not rows:
         lines.append("  not measured (figures not selected or failed)")
     width = max((len(r["what"]) for r in rows), default=0)
     for r in rows:
-        lines.append(f"  {r['what']:<{width}}  {r['value']}  | goal {r['goal']}: {r['verdict']}")
+        figure = f"  {r['what']:<{width}}  {r['value']}  | goal {r['goal']}: {r['verdict']}"
+        lines.append(figure + _limit(r))
     lines += ["", "key results (cells tagged key-result, as executed in this run):"]
     if not keys:
         lines.append("  none: no executed lesson has a cell tagged key-result")
     lines += [f"  {lesson}: {line}" for lesson, line in keys]
+    lines += ["", "verdicts (lines d2l_gpu.compare printed, as executed in this run):"]
+    found = [(lesson, line) for lesson, printed in verdicts.items() for line in printed]
+    if not found:
+        lines.append("  none: no executed lesson printed a verdict")
+    lines += [f"  {lesson}: {line}" for lesson, line in found]
     return lines
+
+
+def _command(args: list[str], cwd: Path = ROOT) -> str | None:
+    """The first line a command prints, or None if it is missing or fails."""
+    try:
+        run = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = run.stdout.strip().splitlines()
+    return lines[0].strip() if run.returncode == 0 and lines else None
+
+
+def run_record(machine: dict | None, results: list[Result], rows: list[dict]) -> dict:
+    """What run.json holds: the machine, the checks, the figures and each lesson's outcome."""
+    smi = shutil.which("nvidia-smi")
+    query = [smi, "--query-gpu=driver_version,name", "--format=csv,noheader"] if smi else None
+    driver = _command(query) if query else None
+    prefix = "lesson "
+    return {
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "commit": _command(["git", "rev-parse", "HEAD"]),
+        "python": sys.version.split()[0],
+        "torch": machine and machine["torch"],
+        "cuda": machine and machine["cuda_build"],
+        "driver": driver.split(",")[0].strip() if driver else None,
+        "gpu": machine and machine["name"],
+        "gpus": machine["count"] if machine else 0,
+        "checks": [{**asdict(r), "seconds": r.seconds and round(r.seconds, 1)} for r in results],
+        "figures": rows,
+        "lessons": {
+            r.name[len(prefix) :]: {"status": r.status, "why": r.why}
+            for r in results
+            if r.name.startswith(prefix) and r.status != "skipped"
+        },
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -421,11 +487,12 @@ def main(argv: list[str] | None = None) -> int:
     tik = time.monotonic()
     runner = Runner(args.report, args.budget)
     rows: list[dict] = []
-    header, results = run_checks(args, runner, rows)
-    keys = gpu_lessons.key_results(args.report / "executed")
+    header, results, machine = run_checks(args, runner, rows)
+    executed = args.report / "executed"
+    keys = gpu_lessons.key_results(executed)
     lines = [f"gpu-check summary: {header}; logs in {args.report}"]
     lines += [r.line() for r in results]
-    lines += table(rows, keys)
+    lines += table(rows, keys, gpu_lessons.verdict_lines(executed))
     failed = sum(r.status == "failed" for r in results)
     lines += [
         "",
@@ -434,6 +501,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     summary = "\n".join(lines)
     (args.report / "summary.txt").write_text(summary + "\n", encoding="utf-8")
+    record = json.dumps(run_record(machine, results, rows), indent=1, ensure_ascii=False)
+    (args.report / "run.json").write_text(record + "\n", encoding="utf-8")
     print("\n" + summary)
     return 1 if failed else 0
 

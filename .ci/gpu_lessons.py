@@ -11,11 +11,14 @@ compared.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+import verdicts
 
 CI = Path(__file__).resolve().parent
 ROOT = CI.parent
@@ -24,6 +27,7 @@ KEY_TAG = "key-result"
 # Names the folder where gpu_nbval_plugin writes each lesson as executed.
 FOLDER_VARIABLE = "D2L_GPU_CHECK_EXECUTED"
 KEY_LINES = 6  # a key result is a few lines; more would drown the table
+VERDICT = "verdict: "  # how d2l_gpu.compare's verdict lines start
 
 
 @dataclass
@@ -148,23 +152,73 @@ def left_behind(before: set[Path], folders: list[Path], cwd: Path) -> list[str]:
     return sorted(os.path.relpath(p, cwd) for p in files_under(folders) - before)
 
 
+def _output_lines(cell: dict) -> list[str]:
+    """The non-blank lines a cell printed or displayed as text."""
+    lines = []
+    for out in cell.get("outputs", []):
+        text = out.get("text") or out.get("data", {}).get("text/plain") or ""
+        text = "".join(text) if isinstance(text, list) else text
+        lines += [line.rstrip() for line in text.splitlines() if line.strip()]
+    return lines
+
+
+def _lessons(executed: Path):
+    """(lesson as 'en/NN-name', its cells) for each notebook kept as executed."""
+    for notebook in sorted(executed.rglob("*.ipynb")):
+        yield (
+            f"{notebook.parent.name}/{notebook.stem}",
+            json.loads(notebook.read_text("utf-8"))["cells"],
+        )
+
+
 def key_results(executed: Path) -> list[tuple[str, str]]:
     """(lesson, line) for each output line of a cell tagged key-result, in order."""
     found = []
-    for notebook in sorted(executed.rglob("*.ipynb")):
-        lesson = f"{notebook.parent.name}/{notebook.stem}"
-        cells = json.loads(notebook.read_text("utf-8"))["cells"]
+    for lesson, cells in _lessons(executed):
         for cell in cells:
             if KEY_TAG not in cell.get("metadata", {}).get("tags", []):
                 continue
-            lines = []
-            for out in cell.get("outputs", []):
-                text = out.get("text") or out.get("data", {}).get("text/plain") or ""
-                text = "".join(text) if isinstance(text, list) else text
-                lines += [line.rstrip() for line in text.splitlines() if line.strip()]
-            if not lines:
-                lines = ["(no output: the cell did not run)"]
+            lines = _output_lines(cell) or ["(no output: the cell did not run)"]
             if len(lines) > KEY_LINES:
                 lines = lines[:KEY_LINES] + [f"... {len(lines) - KEY_LINES} more lines"]
             found += [(lesson, line) for line in lines]
     return found
+
+
+def verdict_lines(executed: Path) -> dict[str, list[str]]:
+    """Each executed lesson's lines from d2l_gpu.compare (they start "verdict: "), in order."""
+    return {
+        lesson: [line for cell in cells for line in _output_lines(cell) if line.startswith(VERDICT)]
+        for lesson, cells in _lessons(executed)
+    }
+
+
+def _outcome(line: str) -> str:
+    # The rule .ci/verdicts.py applies between two CPU runs: the words after the last colon.
+    return (verdicts.outcomes(line) or [line])[0]
+
+
+def verdicts_agree(found: dict[str, list[str]]) -> list[tuple[str, str, str]]:
+    """(lesson, status, why) for each lesson that printed a verdict in its en or zh run:
+    passed where both runs decided alike, verdict by verdict (the figures in the lines
+    may differ), failed naming the first pair that does not, skipped if one did not run."""
+    judged = []
+    for stem in sorted({lesson.split("/", 1)[1] for lesson in found}):
+        en, zh = (found.get(f"{lang}/{stem}") for lang in ("en", "zh"))
+        if not (en or zh):
+            continue
+        if en is None or zh is None:
+            ran = "en" if zh is None else "zh"
+            judged.append((stem, "skipped", f"only the {ran} run was kept: nothing to compare"))
+            continue
+        pairs = list(itertools.zip_longest(en, zh, fillvalue="(none)"))
+        differ = [i for i, (a, b) in enumerate(pairs) if _outcome(a) != _outcome(b)]
+        if differ:
+            a, b = pairs[differ[0]]
+            why = f"verdict {differ[0] + 1} differs: en {a!r}; zh {b!r}"
+            if len(en) != len(zh):
+                why += f" (en printed {len(en)}, zh {len(zh)})"
+            judged.append((stem, "failed", why))
+        else:
+            judged.append((stem, "passed", f"{len(en)} verdict(s) agree"))
+    return judged

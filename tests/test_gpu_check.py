@@ -3,9 +3,11 @@
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -15,6 +17,10 @@ import torch
 from tests.repository import LESSON_SOURCES
 
 ROOT = Path(__file__).resolve().parents[1]
+# run.json, as .ci/publish_gpu_outputs.py reads it.
+RUN_KEYS = ["date", "commit", "python", "torch", "cuda", "driver", "gpu", "gpus", "checks"]
+RUN_KEYS += ["figures", "lessons"]
+FIGURE_KEYS = {"what", "value", "goal", "verdict", "hard", "limit", "fraction"}
 SCRIPT = ROOT / ".ci" / "gpu_check.py"
 # Hide every CUDA and ROCm GPU from the child, so it sees what a machine without one sees.
 NO_GPU = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
@@ -76,6 +82,7 @@ def test_without_a_gpu_it_runs_what_it_can_and_says_what_it_skipped(tmp_path, no
     assert result.returncode == 0, result.stdout + result.stderr
     assert summary[0].startswith("gpu-check summary: torch ") and ", no GPU, " in summary[0]
     lines = summary[1:]
+    Result = _load("gpu_check").Result
     assert lines[0] == f"skipped  carried wheels: none in {tmp_path / 'none'}"
     assert lines[1].startswith("passed   info (")
     assert lines[2].startswith("skipped  figures (") and lines[2].endswith(
@@ -100,11 +107,29 @@ def test_without_a_gpu_it_runs_what_it_can_and_says_what_it_skipped(tmp_path, no
     ):
         assert f"{what}" in table
     figures = [line for line in summary if "| goal " in line]
-    assert len(figures) == 9 and all(line.endswith(": no GPU") for line in figures)
+    assert len(figures) == 10 and all(line.endswith(": no GPU") for line in figures)
     assert "  no GPU  | goal 0.99-1.01: no GPU" in table
+    assert "  none: no executed lesson printed a verdict" in summary
     assert summary[-1].startswith("passed: 0 check(s) failed, ")
     assert "cpu" in (tmp_path / "info.txt").read_text(encoding="utf-8")
     assert result.stdout.rstrip().endswith("\n".join(summary))
+
+    record = json.loads((tmp_path / "run.json").read_text(encoding="utf-8"))
+    assert list(record) == RUN_KEYS
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d", record["date"])
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    assert record["commit"] == (head.stdout.strip() if head.returncode == 0 else None)
+    assert record["python"] == sys.version.split()[0]
+    assert (record["torch"], record["cuda"]) == (torch.__version__, torch.version.cuda)
+    assert record["driver"] is None or shutil.which("nvidia-smi")
+    assert (record["gpu"], record["gpus"]) == (None, 0)  # the GPUs were hidden
+    checks = record["checks"]
+    assert [list(c) for c in checks] == [["name", "status", "why", "seconds"]] * len(checks)
+    assert [Result(**c).line() for c in checks] == lines[: len(checks)]
+    assert len(checks) == 5 + len(LESSON_SOURCES)  # every check line, and no more
+    assert [set(f) for f in record["figures"]] == [FIGURE_KEYS] * 10
+    assert all(f["limit"] is None and f["fraction"] is None for f in record["figures"])
+    assert record["lessons"] == {}  # none selected
 
 
 def _notebook(cells: list[tuple[str, str, list[str]]]) -> dict:
@@ -514,3 +539,214 @@ def test_a_childs_answer_is_found_past_a_warning_printed_at_exit():
     assert lessons.last_json(output) == {"count": 1}
     with pytest.raises(ValueError, match="no JSON line in the output"):
         lessons.last_json("Traceback ...\nRuntimeError: boom\n")
+
+
+AGREE = "verdict: b takes {}x the time of a: they agree within the ±10 % tolerance"
+SLOWER = "verdict: b takes {0}x the time of a (q1-q3 {0}x to {0}x over 10 rounds): clearly slower"
+UNCLEAR = (
+    "verdict: b takes {}x the time of a, but the round ratios (q1-q3 0.95x to 1.62x) "
+    "reach into ±10 %: no clear difference"
+)
+
+
+def _executed(report: Path, lesson: str, printed: list[str]) -> None:
+    """A lesson as gpu-check keeps it executed: a cell that printed ``printed``, among others."""
+    path = report / "executed" / f"{lesson}.ipynb"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cells = [("print('setup')", "torch 2.13\n", []), ("compare()", "\n".join(printed) + "\n", [])]
+    path.write_text(json.dumps(_notebook(cells)), encoding="utf-8")
+
+
+def test_the_en_and_zh_runs_of_a_lesson_must_print_the_same_verdicts(tmp_path):
+    gpu_check = _load("gpu_check")
+    _executed(tmp_path, "en/05-same", ["x * 2 on device: 6.7 us", SLOWER.format("12.90")])
+    _executed(tmp_path, "zh/05-same", ["x * 2 on device: 13.7 us", SLOWER.format("7.22")])
+    _executed(tmp_path, "en/07-flips", [AGREE.format("1.02"), SLOWER.format("3.10")])
+    _executed(tmp_path, "zh/07-flips", [AGREE.format("0.99"), UNCLEAR.format("1.31")])
+    _executed(tmp_path, "en/08-short", [AGREE.format("1.00"), AGREE.format("1.01")])
+    _executed(tmp_path, "zh/08-short", [AGREE.format("1.03")])  # zh stopped early
+    _executed(tmp_path, "en/09-alone", [AGREE.format("1.00")])
+    _executed(tmp_path, "en/01-none", ["no verdict here"])
+    _executed(tmp_path, "zh/01-none", ["no verdict here"])
+    results = {r.name: r for r in gpu_check.check_verdicts(tmp_path / "executed")}
+    assert list(results) == [f"en/zh verdicts {s}" for s in ("05-same", "07-flips", "08-short")] + [
+        "en/zh verdicts 09-alone"
+    ]
+    assert results["en/zh verdicts 05-same"].line() == (
+        "passed   en/zh verdicts 05-same: 1 verdict(s) agree"
+    )
+    flips = results["en/zh verdicts 07-flips"]
+    assert flips.status == "failed"
+    assert (
+        flips.why
+        == f"verdict 2 differs: en {SLOWER.format('3.10')!r}; zh {UNCLEAR.format('1.31')!r}"
+    )
+    short = results["en/zh verdicts 08-short"]
+    assert short.status == "failed"
+    assert short.why == (
+        f"verdict 2 differs: en {AGREE.format('1.01')!r}; zh '(none)' (en printed 2, zh 1)"
+    )
+    assert results["en/zh verdicts 09-alone"].line() == (
+        "skipped  en/zh verdicts 09-alone: only the en run was kept: nothing to compare"
+    )
+    # The summary lists every verdict line as printed, lesson by lesson.
+    found = _load("gpu_lessons").verdict_lines(tmp_path / "executed")
+    listed = gpu_check.table([], [], found)
+    start = listed.index("verdicts (lines d2l_gpu.compare printed, as executed in this run):")
+    assert listed[start + 1 : start + 3] == [
+        f"  en/05-same: {SLOWER.format('12.90')}",
+        f"  en/07-flips: {AGREE.format('1.02')}",
+    ]
+    assert len(listed) == start + 1 + 10 and listed[-1] == f"  zh/08-short: {AGREE.format('1.03')}"
+
+
+def test_gpu_check_compares_the_verdicts_of_the_lessons_it_ran(tmp_path, no_mps, notebook_stack):
+    for lang, line in (("en", AGREE.format("1.02")), ("zh", SLOWER.format("2.50"))):
+        folder = tmp_path / lang
+        folder.mkdir()
+        cells = [(f"print({line!r})", f"{line}\n", ["nbval-ignore-output"])]
+        _lesson(folder, "07-flips", cells)
+    args = ["--only", "notebooks", "--notebooks", str(tmp_path / "*" / "*.py")]
+    result, summary = run_gpu_check(tmp_path / "report", *args, "--wheels", str(tmp_path))
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = _lines(summary)
+    assert lines["lesson en/07-flips"].startswith("passed ")
+    assert lines["en/zh verdicts 07-flips"].endswith(
+        f": verdict 1 differs: en {AGREE.format('1.02')!r}; zh {SLOWER.format('2.50')!r}"
+    )
+    assert f"  zh/07-flips: {SLOWER.format('2.50')}" in summary
+    record = json.loads((tmp_path / "report" / "run.json").read_text(encoding="utf-8"))
+    assert record["lessons"] == {
+        "en/07-flips": {"status": "passed", "why": "matches the stored outputs (1 cells)"},
+        "zh/07-flips": {"status": "passed", "why": "matches the stored outputs (1 cells)"},
+    }
+    assert record["checks"][-1]["name"] == "en/zh verdicts 07-flips"
+
+
+def test_lessons_run_as_scripts_have_no_verdicts_to_compare(tmp_path, no_mps):
+    folder = tmp_path / "en"
+    folder.mkdir()
+    (folder / "pass.py").write_text("print('fine')\n", encoding="utf-8")
+    args = ["--only", "notebooks", "--notebooks", str(folder / "*.py"), "--as-scripts"]
+    result, summary = run_gpu_check(tmp_path / "report", *args, "--wheels", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _lines(summary)["en/zh verdicts"] == (
+        "skipped  en/zh verdicts: the lessons ran as scripts: no outputs were kept to compare"
+    )
+    record = json.loads((tmp_path / "report" / "run.json").read_text(encoding="utf-8"))
+    assert record["lessons"] == {
+        "en/pass": {
+            "status": "passed",
+            "why": "ran to its end as a script (outputs not compared: --as-scripts)",
+        }
+    }
+
+
+def test_without_a_gpu_every_figure_is_listed_without_a_limit():
+    figures = _load("gpu_figures")
+    rows = figures.no_gpu_rows()
+    assert [r["what"] for r in rows] == [what for what, _, _ in figures.ROWS]
+    assert all(set(r) == FIGURE_KEYS and r["limit"] is r["fraction"] is None for r in rows)
+
+
+def test_a_listed_card_has_datasheet_limits_and_each_figure_its_fraction(monkeypatch):
+    figures = _load("gpu_figures")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H200")
+    monkeypatch.setattr(figures, "pcie_link", lambda smi: (63.0, "PCIe 5.0 x16, as reported"))
+    limits = figures.limits(torch.device("cuda", 0))
+    assert limits == {
+        "host-to-device, pageable memory": (63.0, "63.0 GB/s: PCIe 5.0 x16, as reported"),
+        "host-to-device, pinned memory": (63.0, "63.0 GB/s: PCIe 5.0 x16, as reported"),
+        "device-to-device copy": (4800.0, "4800 GB/s: memory, datasheet of NVIDIA H200"),
+        "float32 matmul 8192x8192": (67, "67 TFLOP/s: float32, datasheet of NVIDIA H200"),
+        "bfloat16 matmul 8192x8192": (989, "989 TFLOP/s: dense bfloat16, datasheet of NVIDIA H200"),
+    }
+    what = "bfloat16 matmul 8192x8192"
+    row = figures.row(what, "800.0 TFLOP/s on NVIDIA H200", "meets", limits[what], 800.0)
+    assert (row["limit"], row["fraction"]) == (limits[what][1], 0.809)
+    line = _load("gpu_check").table([row], [], {})[2]
+    assert line.endswith(
+        "| goal above float32: meets  "
+        "| 0.81 of 989 TFLOP/s: dense bfloat16, datasheet of NVIDIA H200"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "unknown"),
+    [
+        ("NVIDIA B300", "NVIDIA B300 is not in this script's table"),
+        ("Tesla T4", "Tesla T4 has no bfloat16 tensor cores"),
+    ],
+)
+def test_a_card_without_a_datasheet_figure_says_its_limit_is_unknown(monkeypatch, name, unknown):
+    figures = _load("gpu_figures")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: name)
+    monkeypatch.setattr(figures, "pcie_link", lambda smi: (31.5, "PCIe 4.0 x16"))
+    peak, text = figures.limits(torch.device("cuda", 0))["bfloat16 matmul 8192x8192"]
+    assert (peak, text) == (None, f"limit unknown: {unknown}")
+    row = figures.row("bfloat16 matmul 8192x8192", "1.0 TFLOP/s", "meets", (peak, text), 1.0)
+    assert row["fraction"] is None
+    assert _load("gpu_check").table([row], [], {})[2].endswith(f"| limit unknown: {unknown}")
+
+
+def test_an_mps_gpu_has_no_pcie_limit():
+    figures = _load("gpu_figures")
+    limits = figures.limits(torch.device("mps"))
+    assert limits["host-to-device, pinned memory"] == (None, "limit unknown: not a PCIe card (mps)")
+
+
+REPORTED = "as nvidia-smi reports the link"
+ASSUMED = "PCIe 5.0 x16 assumed (nvidia-smi did not say)"
+
+
+@pytest.mark.parametrize(
+    ("printed", "link", "whence"),
+    [
+        ("5, 16\n", (5, 16), f"PCIe 5.0 x16, {REPORTED}"),
+        ("4, 16\n4, 16\n", (4, 16), f"PCIe 4.0 x16, {REPORTED}"),
+        ("4, 16\n5, 16\n", (5, 16), ASSUMED),  # the cards differ
+        ("[N/A], [N/A]\n", (5, 16), ASSUMED),
+    ],
+)
+def test_the_pcie_limit_is_the_link_nvidia_smi_reports_or_a_stated_assumption(
+    tmp_path, printed, link, whence
+):
+    figures = _load("gpu_figures")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nprintf '{printed}'\n", encoding="utf-8")
+    smi.chmod(0o755)
+    gen, width = link
+    assert figures.pcie_link(str(smi)) == (figures.PCIE_LANE[gen] * width, whence)
+    assert figures.pcie_link(None) == (figures.PCIE_LANE[5] * 16, ASSUMED)
+    assert round(figures.PCIE_LANE[5] * 16, 1) == 63.0  # PCIe 5.0 x16, one way
+
+
+def test_a_figure_is_timed_over_batches_after_a_warm_up(monkeypatch):
+    """Events around each batch (here read from the CPU clock), the median of the batches."""
+    figures = _load("gpu_figures")
+
+    class Event:
+        def record(self, stream=None):
+            self.at = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return (end.at - self.at) * 1e3
+
+    monkeypatch.setattr(figures, "_events", lambda device: (Event(), Event(), None))
+    calls = []
+
+    def work():
+        calls.append(1)
+        end = time.perf_counter() + 1e-3
+        while time.perf_counter() < end:
+            pass
+
+    seconds = figures.seconds_per_call(
+        work, torch.device("cpu"), warmup=0.02, batch=0.01, batches=3
+    )
+    assert 1e-3 <= seconds < 1.5e-3
+    # 3 + 3 calls to size things, about 20 of warm-up, then 3 batches of about 10
+    assert 50 <= len(calls) <= 60
