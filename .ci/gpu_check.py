@@ -413,10 +413,10 @@ def table(rows: list[dict], keys: list[tuple[str, str]], verdicts: dict[str, lis
     return lines
 
 
-def _command(args: list[str], cwd: Path = ROOT) -> str | None:
-    """The first line a command prints, or None if it is missing or fails."""
+def _command(args: list[str]) -> str | None:
+    """The first line a command run in the tree prints, or None if it is missing or fails."""
     try:
-        run = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=20)
+        run = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = run.stdout.strip().splitlines()
@@ -428,10 +428,12 @@ def run_record(machine: dict | None, results: list[Result], rows: list[dict]) ->
     smi = shutil.which("nvidia-smi")
     query = [smi, "--query-gpu=driver_version,name", "--format=csv,noheader"] if smi else None
     driver = _command(query) if query else None
+    # A copy of the tree without its .git (or inside another repository) has no commit.
+    ours = _command(["git", "rev-parse", "--show-toplevel"]) == str(ROOT)
     prefix = "lesson "
     return {
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        "commit": _command(["git", "rev-parse", "HEAD"]),
+        "commit": _command(["git", "rev-parse", "HEAD"]) if ours else None,
         "python": sys.version.split()[0],
         "torch": machine and machine["torch"],
         "cuda": machine and machine["cuda_build"],

@@ -750,3 +750,29 @@ def test_a_figure_is_timed_over_batches_after_a_warm_up(monkeypatch):
     assert 1e-3 <= seconds < 1.5e-3
     # 3 + 3 calls to size things, about 20 of warm-up, then 3 batches of about 10
     assert 50 <= len(calls) <= 60
+
+
+def test_run_json_names_the_driver_and_no_commit_for_a_tree_without_git(tmp_path, monkeypatch):
+    gpu_check = _load("gpu_check")
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text('#!/bin/sh\necho "580.159.04, NVIDIA H200"\n', encoding="utf-8")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(gpu_check, "ROOT", tmp_path)  # a copy of the tree, without .git
+    machine = {**MACHINE, "torch": "2.11.0+cu130", "cuda_build": "13.0", "count": 1}
+    results = [
+        gpu_check.Result("info", "passed", "", 3.54),
+        gpu_check.Result("lesson en/04-gpu-memory", "failed", "INCOMPLETE: code cell 2", 7.6),
+        gpu_check.Result("lesson zh/04-gpu-memory", "skipped", "not selected (--only)"),
+    ]
+    record = gpu_check.run_record({**machine, "name": "NVIDIA H200"}, results, [])
+    assert list(record) == RUN_KEYS
+    assert record["commit"] is None
+    assert (record["driver"], record["gpu"], record["gpus"]) == ("580.159.04", "NVIDIA H200", 1)
+    assert (record["torch"], record["cuda"]) == ("2.11.0+cu130", "13.0")
+    assert record["checks"][0] == {"name": "info", "status": "passed", "why": "", "seconds": 3.5}
+    assert record["lessons"] == {
+        "en/04-gpu-memory": {"status": "failed", "why": "INCOMPLETE: code cell 2"}
+    }
+    assert gpu_check.run_record(None, [], [])["torch"] is None  # torch did not import
