@@ -38,9 +38,9 @@ if d2l_gpu.num_gpus() == 0:
 # %% [markdown]
 # ## One process per device
 #
-# Inside one Python process we moved tensors between `cuda:0` and `cuda:1`
-# ourselves. Past a handful of GPUs, and certainly past one server, training
-# runs as several processes instead: one per GPU, possibly on several machines.
+# Within one process we moved tensors between `cuda:0` and `cuda:1` ourselves.
+# Past a few GPUs, and past one server, training runs as several processes
+# instead, one per GPU.
 # PyTorch's launcher `torchrun` starts them and hands each a few variables:
 #
 # - `RANK`: this process's number in the whole job, `0 ... WORLD_SIZE - 1`;
@@ -48,9 +48,9 @@ if d2l_gpu.num_gpus() == 0:
 # - `LOCAL_RANK`: its number on this machine, which says which GPU it should take;
 # - `MASTER_ADDR`, `MASTER_PORT`: where the processes meet to connect.
 #
-# The demo of this notebook is a plain program, `all_reduce_demo.py`, in the
-# `scripts` folder beside the notebooks; its functions are shown below. This
-# notebook's kernel was not started by `torchrun`, so it has no place in any job:
+# This notebook's demo is a plain program, `all_reduce_demo.py`, in the
+# `scripts` folder beside the notebooks. The notebook's kernel was not started
+# by `torchrun`, so it has no place in any job:
 
 # %%
 import ast
@@ -119,7 +119,7 @@ for case, identities in examples.items():
 
 # %% [markdown]
 # Asking for `nccl` where it cannot work is refused before any data moves,
-# with a message that says why and what would work instead:
+# saying why and what would work:
 
 # %%
 try:
@@ -148,17 +148,17 @@ for node in ast.parse(source).body:
 # %% [markdown]
 # ## Launching the job from a notebook
 #
-# `torchrun` is a command-line program (`python -m torch.distributed.run` is the
-# same thing), so a cell starts it as a subprocess with this notebook's Python.
+# A cell starts `torchrun` (the same program as `python -m torch.distributed.run`)
+# as a subprocess, with this notebook's Python.
 # `--standalone --local-addr 127.0.0.1` keeps a one-machine job on the loopback
 # interface and a free port. Each launch gets a temporary folder as its `TMPDIR`,
 # so the log folders torchrun writes (`torchelastic_*`) go with it. `finish()`
 # waits for all launches of a job under one time limit; when one fails, or time
 # is up, it ends every launch still running and says which one failed, and why.
 #
-# `torchrun` limits each process to one CPU thread (`OMP_NUM_THREADS=1`), but only
-# when it starts more than one process on a machine; a lone process would use
-# every core. `start()` sets it always, so that timings compare like with like.
+# `torchrun` limits each process to one CPU thread (`OMP_NUM_THREADS=1`) only
+# when it starts several on a machine; `start()` sets it always, so that
+# timings compare like with like.
 
 # %%
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -234,12 +234,12 @@ def rank_lines(out, marker):
 
 # %% [markdown]
 # Two processes on this machine, timing square float32 matrices with sides 8 and
-# 512 (256 bytes and 1 MiB). Each process prints its rank, device and the backend
+# 1024 (256 bytes and 4 MiB). Each process prints its rank, device and the backend
 # they agreed on; rank 0 then prints the timings and their ratios.
 
 # %% tags=["nbval-ignore-output"]
 with tempfile.TemporaryDirectory() as folder:
-    launch = start([*ONE_MACHINE, "--nproc-per-node", "2"], ["--sizes", "8", "512"], folder)
+    launch = start([*ONE_MACHINE, "--nproc-per-node", "2"], ["--sizes", "8", "1024"], folder)
     [out] = finish([launch])
 print(*rank_lines(out, "device"), sep="\n")
 print(*(line for line in out.splitlines() if not line.startswith("rank ")), sep="\n")
@@ -257,29 +257,29 @@ print(*rank_lines(out, "all_reduce(sum)"), sep="\n")
 # For the same matrix, rank 0 timed the `all_reduce` (the sum of two matrices
 # that live in two processes) against the local sum `x + y` and the product
 # `x @ x`. A collective finishes only when every process has joined, so
-# `d2l_gpu.benchmark`, which decides by itself how often to call a function,
-# cannot time it: two processes would make a different number of calls and one
-# would wait forever. The demo calls it a fixed number of times, lines the
-# processes up with a barrier before each call and waits for the device before
+# `d2l_gpu.benchmark`, which chooses by itself how often to call, cannot time
+# it: the processes would disagree and one would wait forever. The demo makes a
+# fixed number of calls, each after a barrier, and waits for the device before
 # reading the clock.
 #
 # Read the ratios it printed. For the 256-byte matrix the `all_reduce` costs many
 # times the local sum: that is latency, the cost of waking the other process and
 # a round trip through the operating system, paid however little data there is.
-# For the 1 MiB matrix the comparison changes: a product's work grows with the
-# cube of the side while the data grows only with its square, so the product
-# catches up with the communication. On GPUs with `nccl` the product becomes very
-# fast while a collective still pays a fixed start-up cost, so communication
-# dominates over a wider range of sizes.
+# A product's work grows with the cube of the side, its data only with the
+# square, so at 4 MiB the product may catch up with the communication. On a CPU,
+# where that product takes milliseconds, it can. A GPU computes it in
+# microseconds while `gloo` still copies through the host, so there the
+# communication stays far ahead; `nccl` is faster, but still pays a fixed cost
+# per call. The last line for each size says which took longer here.
 #
 # Training code does not call `all_reduce` itself. It wraps the model in
 # `torch.nn.parallel.DistributedDataParallel` (DDP), in one process per GPU as
 # here, and DDP all-reduces the gradients during `backward`: not tensor by
 # tensor, but packed into buckets of up to 25 MiB (`bucket_cap_mb`), each sent as
-# soon as its gradients are ready, while the rest of `backward` still computes.
-# A bucket of 25 MiB is 25 times the largest message above, where the fixed cost
-# is already a small part. The cell below builds DDP in a job of one process
-# (an in-memory meeting point instead of `torchrun`), so that it runs here:
+# soon as its gradients are ready, while the rest of `backward` still computes:
+# the fixed cost is paid once per bucket, not once per tensor. The cell below
+# builds DDP in a job of one process (an in-memory meeting point instead of
+# `torchrun`), so that it runs here:
 
 # %%
 import torch.distributed as dist
@@ -314,13 +314,13 @@ finally:
 #
 # The `c10d` rendezvous waits until both servers have joined, then numbers them
 # by sorting their descriptions: first the address each gives (`--local-addr`,
-# else its host name), then the process id of its `torchrun`. The order of
-# joining plays no part, nor does `--node-rank` (it matters only with a fixed
-# list of servers, `--rdzv-backend static`); processes are then numbered server
-# by server. Here both "servers" are this machine: two launches with one process
-# each, meeting at a free port on 127.0.0.1, so the launch with the lower process
-# id gets rank 0. Both processes have local rank 0, so on a machine with one GPU
-# both take `cuda:0`; the swap of device names sees that, and they use `gloo`.
+# else its host name), then the process id of its `torchrun`. Neither the order
+# of joining nor `--node-rank` plays a part (the latter matters only with
+# `--rdzv-backend static`); processes are then numbered server by server. Here
+# both "servers" are this machine: two launches of one process each, meeting at
+# a free port on 127.0.0.1, so the lower process id gets rank 0. Both processes
+# have local rank 0, so with one GPU both take `cuda:0`; the swap of device
+# names sees that, and they use `gloo`.
 
 # %% tags=["nbval-ignore-output"]
 with socket.socket() as s:
@@ -370,10 +370,10 @@ print("that folder removed:", not Path(folder).exists())
 # ## Exercises
 #
 # 1. Run the demo with 1, 2 and 4 processes (`--nproc-per-node`), one CPU thread
-#    each as here. How do the times of the small and of the 1 MiB message change
+#    each as here. How do the times of the small and of the 4 MiB message change
 #    with the number of processes? Then run one process from a terminal without
 #    `OMP_NUM_THREADS`, so that it uses every core: which times change?
-# 2. Add larger sizes (`--sizes 1024 2048`). From which size on does the
+# 2. Time more sizes (`--sizes 64 256 2048`). From which size on does the
 #    `all_reduce` grow in proportion to the bytes it sends?
 # 3. On a machine with two GPUs, compare `--backend nccl` with `--backend gloo`.
 #    Which one moves the data between the cards without going through the CPU?

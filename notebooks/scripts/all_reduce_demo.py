@@ -102,6 +102,10 @@ def timing_report(me: distributed.Rank, sizes: list[int], repeats: int) -> list[
             f"  all_reduce takes {comm.median / add.median:,.1f}x the time of x + y "
             f"and {comm.median / mm.median:,.2f}x that of x @ x"
         )
+        if mm.median > comm.median:
+            lines.append("  of the median times, x @ x took longer than the all_reduce")
+        else:
+            lines.append("  of the median times, the all_reduce took longer than x @ x")
     return lines
 
 

@@ -228,12 +228,12 @@ def rank_lines(out, marker):
 
 
 # %% [markdown]
-# 在这台机器上启动两个进程，计时用边长为 8 和 512 的 float32 方阵（256 字节和 1 MiB）。
+# 在这台机器上启动两个进程，计时用边长为 8 和 1024 的 float32 方阵（256 字节和 4 MiB）。
 # 每个进程打印自己的编号、设备和大家商定的后端；接着由 0 号进程打印计时结果和它们的比值。
 
 # %% tags=["nbval-ignore-output"]
 with tempfile.TemporaryDirectory() as folder:
-    launch = start([*ONE_MACHINE, "--nproc-per-node", "2"], ["--sizes", "8", "512"], folder)
+    launch = start([*ONE_MACHINE, "--nproc-per-node", "2"], ["--sizes", "8", "1024"], folder)
     [out] = finish([launch])
 print(*rank_lines(out, "device"), sep="\n")
 print(*(line for line in out.splitlines() if not line.startswith("rank ")), sep="\n")
@@ -255,18 +255,19 @@ print(*rank_lines(out, "all_reduce(sum)"), sep="\n")
 # （barrier）让各进程对齐，并在读时钟之前等设备做完。
 #
 # 请看它打印的比值。对 256 字节的矩阵，`all_reduce` 是本地求和的许多倍：这就是延迟，
-# 即唤醒另一个进程、经过操作系统往返一趟的开销，数据再少也得付。对 1 MiB 的矩阵，
-# 比较的结果变了：乘法的工作量随边长的立方增长，数据量只随平方增长，所以乘法追上了通信。
-# 在 GPU 上用 `nccl` 时，乘法会变得非常快，而集合通信仍要付一笔固定的启动开销，
-# 所以在更大范围的消息大小上通信都占主导。
+# 即唤醒另一个进程、经过操作系统往返一趟的开销，数据再少也得付。乘法的工作量随边长的
+# 立方增长，数据量只随平方增长，所以到 4 MiB 时乘法有可能追上通信。在 CPU 上，
+# 这样一次乘法要花几毫秒，它确实可能追上。GPU 只用几微秒就能算完，而 `gloo`
+# 仍要经主机中转数据，所以在那里通信依然遥遥领先；`nccl` 更快，但每次调用
+# 仍要付一笔固定开销。每个大小的最后一行说明了这里哪一个耗时更长。
 #
 # 训练代码并不亲自调用 `all_reduce`。它把模型包进
 # `torch.nn.parallel.DistributedDataParallel`（DDP），和这里一样每块 GPU 一个进程；
 # DDP 在 `backward` 期间对梯度做 all-reduce：不是一个张量一个张量地发，而是装进
 # 最大 25 MiB 的梯度桶（`bucket_cap_mb`），每个桶的梯度一算完就发出去，
-# 同时 `backward` 的其余部分还在计算。25 MiB 的桶是上面最大消息的 25 倍，
-# 在那个大小上固定开销已经只占一小部分。下面的单元格在只有一个进程的作业里构建 DDP
-# （用内存里的会合点代替 `torchrun`），所以在这里也能运行：
+# 同时 `backward` 的其余部分还在计算：固定开销按桶付一次，而不是每个张量付一次。
+# 下面的单元格在只有一个进程的作业里构建 DDP（用内存里的会合点代替 `torchrun`），
+# 所以在这里也能运行：
 
 # %%
 import torch.distributed as dist
@@ -353,9 +354,9 @@ print("that folder removed:", not Path(folder).exists())
 # ## 练习
 #
 # 1. 分别用 1、2、4 个进程（`--nproc-per-node`）运行演示程序，每个进程一个 CPU 线程，
-#    和这里一样。小消息和 1 MiB 消息的时间怎样随进程数变化？再在终端里不设
+#    和这里一样。小消息和 4 MiB 消息的时间怎样随进程数变化？再在终端里不设
 #    `OMP_NUM_THREADS` 运行单个进程，让它用上所有核心：哪些时间变了？
-# 2. 加上更大的尺寸（`--sizes 1024 2048`）。从多大开始，`all_reduce`
+# 2. 多计时几个尺寸（`--sizes 64 256 2048`）。从多大开始，`all_reduce`
 #    的时间与它发送的字节数成正比增长？
 # 3. 在有两块 GPU 的机器上比较 `--backend nccl` 和 `--backend gloo`。
 #    哪一个在两块卡之间传数据时不经过 CPU？
