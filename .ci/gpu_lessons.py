@@ -6,7 +6,8 @@ plugin (gpu_nbval_plugin) keeps the notebook as executed and each cell's outcome
 Running pytest once per lesson costs a second or two each, and buys a time limit
 per lesson and a report that a crash in one lesson cannot take from the others.
 Without nbval a lesson still runs as a plain script, but cannot pass: nothing was
-compared.
+compared. From the lessons as executed it reads their key results, and their
+verdicts, so that the en and zh runs of one lesson can be held to the same ones.
 """
 
 from __future__ import annotations
