@@ -96,7 +96,7 @@ def test_lab_options_may_not_set_a_token(tmp_path):
 
 @pytest.mark.parametrize("option", ["--ip=0.0.0.0", "--ServerApp.ip=0.0.0.0", "--port=1"])
 def test_lab_options_cannot_move_the_server(tmp_path, option):
-    from jupyterlab.labapp import LabApp
+    LabApp = pytest.importorskip("jupyterlab.labapp", reason="needs JupyterLab").LabApp
 
     command = lab.server_command(8888, tmp_path, [option])
     with pytest.raises(SystemExit):
