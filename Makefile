@@ -24,7 +24,7 @@ NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 \
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test-browser test unit notebooks lint format sync execute bench \
-        gpu-check gpu-wheels gpu-publish constraints clean
+        verdicts gpu-check gpu-wheels gpu-publish constraints clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -79,6 +79,11 @@ sync: $(STAMP) ## render Colab links from pyproject, then pair every .py with it
 
 execute: $(STAMP) ## refresh the stored outputs of every notebook (seeded, CPU)
 	$(PY) .ci/execute_notebooks.py $(NOTEBOOK_SOURCES)
+
+# Two runs of every lesson as a script (about twice `make execute`): the outcome of each
+# compare() verdict must not change between them. Run it on a quiet machine.
+verdicts: $(STAMP) ## run every lesson twice; fail where a compare() verdict changes
+	$(PY) .ci/verdicts.py $(NOTEBOOK_SOURCES)
 
 bench: $(STAMP) ## the helpers' costs: try_gpu, Timer, benchmark() against torch's Timer
 	$(PY) tests/benchmarks/bench_overhead.py
