@@ -125,18 +125,18 @@ print("loss went down:", at_the_end[-1] < at_the_end[0])
 # run them. With the log kept on the device the two overlap: while the GPU runs
 # step `k`, Python queues step `k + 1`, and a step costs about the larger of the
 # two times. With `.item()` they take turns, so a step costs their sum plus a
-# round trip. The loss is largest, up to about twice the time, when host and
+# round trip. The cost is largest, up to about twice the time, when host and
 # device time per step are equal; when one of them dominates, the other hides
-# behind it. The chapter's regression, 16 features wide, is so small that a GPU
+# behind it. At 16 features wide, the regression above is so small that a GPU
 # finishes each step long before Python has queued the next: there the warning
-# cannot show.
+# barely shows.
 #
 # So on a CUDA GPU the next cell measures both times per step for growing widths:
 # the host's with the clock, while large products keep the GPU busy so that the
 # steps only queue; the GPU's with two CUDA events around those same steps. It
 # takes the width where the two match. On a CPU there is no queue: a call returns
 # when its work is done, host and device time are one, and every width behaves
-# like the chapter's, so the cell keeps that width only.
+# like width 16, so the cell keeps that width only.
 
 # %% tags=["nbval-ignore-output"]
 def host_and_device_seconds(step, steps=20):
@@ -162,7 +162,7 @@ def host_and_device_seconds(step, steps=20):
     return host, start.elapsed_time(end) / 1e3 / steps
 
 
-widths, per_step = [16], {}  # the chapter's width; host and GPU seconds per step
+widths, per_step = [16], {}  # the width above; host and GPU seconds per step
 if device.type == "cuda":
     mismatch = {}  # how far apart the two times are, on a log scale
     print(f"{'width':>6} {'host per step':>14} {'GPU per step':>13}")
@@ -175,8 +175,10 @@ if device.type == "cuda":
             break
     widths.append(min(mismatch, key=mismatch.get))
     print(f"host and GPU time per step match best at width {widths[-1]}")
-else:
-    print(f"no queue on {device}: host and device time per step are one; width 16 only")
+elif device.type == "cpu":
+    print("no queue on the CPU: host and device time per step are one; width 16 only")
+else:  # Apple MPS and others: asynchronous too, but timed here with CUDA events only
+    print(f"{device}: no CUDA events to time the GPU with; width 16 only")
 
 # %% [markdown]
 # Now each width trained both ways, timed with `d2l_gpu.compare`: it alternates
@@ -214,7 +216,7 @@ for width in widths:
 # indexed copy, one more call through PyTorch's dispatcher). Neither waits for
 # anything, so the two loops should agree; the verdict says whether they did.
 #
-# On a GPU the cell prints two verdicts. At the chapter's width the host's work
+# On a GPU the cell prints two verdicts. At width 16 the host's work
 # dominates and the loops should again come out close. At the matched width the
 # GPU is busy for as long as Python queues, and only the log kept on the device
 # lets the two work at once: `.item()` every step should then cost clearly more,
@@ -237,5 +239,5 @@ for width in widths:
 #   cannot show a cost that comes from waiting for a GPU.
 #
 # Next: [08 – Exercises](08-exercises.ipynb) (larger and smaller computations,
-# saving parameters across devices, this logging experiment with heavier steps,
+# saving parameters across devices, this logging experiment with matrix products,
 # two GPUs at once), then [09 – Beyond one machine](09-beyond-one-machine.ipynb).

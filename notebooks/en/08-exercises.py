@@ -366,8 +366,10 @@ if device.type == "cuda":
         device=device,
         tolerance=0.25,
     ))
-else:
-    print(f"no queue on {device}: host and device time per step are one; nothing new to time")
+elif device.type == "cpu":
+    print("no queue on the CPU: host and device time per step are one; nothing new to time")
+else:  # Apple MPS and others: asynchronous too, but timed here with CUDA events only
+    print(f"{device}: no CUDA events to time the GPU with; nothing new to time")
 
 # %% [markdown]
 # At the matched size the GPU is busy for as long as Python queues, and only (b)

@@ -118,15 +118,15 @@ print("loss went down:", at_the_end[-1] < at_the_end[0])
 # 把记录留在设备上时，两者可以重叠：GPU 执行第 `k` 步的同时，Python 已在排第 `k + 1` 步，
 # 于是每一步的耗时约等于两者中较长的那个。用 `.item()` 时两者只能轮流进行，
 # 每一步的耗时是两者之和，再加一次往返。当每一步的主机时间和设备时间相等时，
-# 损失最大，最多约为两倍的时间；当其中一方占主导时，另一方就藏在它后面。
-# 原书的回归只有 16 个特征宽，小到 GPU 早在 Python 排好下一步之前就做完了这一步：
-# 在那里这条警告显现不出来。
+# 代价最大，最多约为两倍的时间；当其中一方占主导时，另一方就藏在它后面。
+# 上面的回归只有 16 个特征宽，小到 GPU 早在 Python 排好下一步之前就做完了这一步：
+# 在那里这条警告几乎显现不出来。
 #
 # 所以在 CUDA GPU 上，下一个单元格对逐渐加宽的网络测量每一步的这两个时间：
 # 主机时间用时钟测，测的时候先让几次大矩阵乘法占住 GPU，使这些步骤只是排进队列；
 # GPU 时间用两个 CUDA 事件夹住同样这些步骤来测。然后取两者最接近的宽度。
 # CPU 上没有队列：调用返回时工作就已完成，主机时间和设备时间是同一个时间，
-# 任何宽度的表现都和原书的宽度一样，所以单元格只保留那个宽度。
+# 任何宽度的表现都和宽度 16 一样，所以单元格只保留那个宽度。
 
 # %% tags=["nbval-ignore-output"]
 def host_and_device_seconds(step, steps=20):
@@ -152,7 +152,7 @@ def host_and_device_seconds(step, steps=20):
     return host, start.elapsed_time(end) / 1e3 / steps
 
 
-widths, per_step = [16], {}  # the chapter's width; host and GPU seconds per step
+widths, per_step = [16], {}  # the width above; host and GPU seconds per step
 if device.type == "cuda":
     mismatch = {}  # how far apart the two times are, on a log scale
     print(f"{'width':>6} {'host per step':>14} {'GPU per step':>13}")
@@ -165,8 +165,10 @@ if device.type == "cuda":
             break
     widths.append(min(mismatch, key=mismatch.get))
     print(f"host and GPU time per step match best at width {widths[-1]}")
-else:
-    print(f"no queue on {device}: host and device time per step are one; width 16 only")
+elif device.type == "cpu":
+    print("no queue on the CPU: host and device time per step are one; width 16 only")
+else:  # Apple MPS and others: asynchronous too, but timed here with CUDA events only
+    print(f"{device}: no CUDA events to time the GPU with; width 16 only")
 
 # %% [markdown]
 # 接下来用两种方式训练每个宽度，用 `d2l_gpu.compare` 计时：它让两个循环在 20 轮里交替进行，
@@ -200,7 +202,7 @@ for width in widths:
 # 每一步反而多做一点事（一次按下标的复制，要多经过一次 PyTorch 的分发器）。
 # 两者都不需要等待什么，所以两个循环应当相同；结论说明了这里是否如此。
 #
-# 在 GPU 上，单元格打印两条结论。在原书的宽度上，主机的工作占主导，两个循环也应当相差不多。
+# 在 GPU 上，单元格打印两条结论。在宽度 16 上，主机的工作占主导，两个循环也应当相差不多。
 # 在两者匹配的宽度上，Python 排队花多久，GPU 就忙多久，只有把记录留在设备上，
 # 两边才能同时工作：这时每一步都调用 `.item()` 应当明显更贵，接近两倍的时间。
 # 真实训练的每一步可能落在这个范围的任何位置：大模型让 GPU 忙碌的时间远远超过
@@ -218,5 +220,5 @@ for width in widths:
 # - 计时比较只有和它的离散程度放在一起才有意义；GPU 上因等待而产生的代价，CPU 上测不出来。
 #
 # 下一篇：[08 – 练习](08-exercises.ipynb)（大大小小的计算、跨设备保存参数、
-# 用更重的每一步重做这个记录实验、两块 GPU 同时工作），然后是
+# 用矩阵乘法重做这个记录实验、两块 GPU 同时工作），然后是
 # [09 – 走出一台机器](09-beyond-one-machine.ipynb)。

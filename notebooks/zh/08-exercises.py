@@ -354,8 +354,10 @@ if device.type == "cuda":
         device=device,
         tolerance=0.25,
     ))
-else:
-    print(f"no queue on {device}: host and device time per step are one; nothing new to time")
+elif device.type == "cpu":
+    print("no queue on the CPU: host and device time per step are one; nothing new to time")
+else:  # Apple MPS and others: asynchronous too, but timed here with CUDA events only
+    print(f"{device}: no CUDA events to time the GPU with; nothing new to time")
 
 # %% [markdown]
 # 在两者匹配的大小上，Python 排队花多久，GPU 就忙多久，只有 (b) 让两边同时工作：
