@@ -42,9 +42,10 @@ if d2l_gpu.num_gpus() == 0:
 # waits for the device before reading the clock and times repeated blocks of
 # calls: a `Measurement` holds the `median` time per call and the quartiles `q1`
 # and `q3` of the blocks (the plots' bars). `d2l_gpu.compare(first, second)`
-# alternates two pieces of code over ten rounds. Its `verdict` calls them equal
-# when the median ratio of the rounds lies within 10 % of 1, and a difference
-# clear only when the middle half of the ratios lies beyond that band.
+# alternates two pieces of code over rounds (ten unless told). Its `verdict`
+# calls them equal when the median ratio of the rounds lies within a tolerance
+# of 1 (10 % unless told), and a difference clear only when the middle half of
+# the ratios lies beyond that band.
 #
 # Your numbers will differ from the stored ones: they describe your machine. The
 # stored outputs come from a small shared CPU with two cores and no GPU.
