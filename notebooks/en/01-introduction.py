@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/01-introduction.ipynb)
 #
+# As run on an NVIDIA H200: [outputs](../gpu/nvidia-h200/en/01-introduction.ipynb) (earlier version).
+#
 # **What you will learn**
 #
 # - why deep learning runs on GPUs, and what this section builds towards;

@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/02-computing-devices.ipynb)
 #
+# As run on an NVIDIA H200: [outputs](../gpu/nvidia-h200/en/02-computing-devices.ipynb) (earlier version).
+#
 # **What you will learn**
 #
 # - how PyTorch names the CPU and each GPU, and what one GPU device stands for;

@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/03-tensors-and-gpus.ipynb)
 #
+# As run on an NVIDIA H200: [outputs](../gpu/nvidia-h200/en/03-tensors-and-gpus.ipynb) (earlier version).
+#
 # **What you will learn**
 #
 # - how to see which device a tensor is on, and why every operand of one

@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/04-gpu-memory.ipynb)
 #
+# As run on an NVIDIA H200: pending (needs a GPU run of the fixed lesson).
+#
 # **What you will learn**
 #
 # - how many bytes a tensor needs, worked out before any memory is taken;

@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/05-asynchrony-and-transfers.ipynb)
 #
+# As run on an NVIDIA H200: [outputs](../gpu/nvidia-h200/en/05-asynchrony-and-transfers.ipynb) (earlier version).
+#
 # **What you will learn**
 #
 # - that a GPU runs behind Python's back, so a clock must wait for it: a

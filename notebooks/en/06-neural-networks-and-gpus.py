@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/06-neural-networks-and-gpus.ipynb)
 #
+# As run on an NVIDIA H200: [outputs](../gpu/nvidia-h200/en/06-neural-networks-and-gpus.ipynb) (earlier version).
+#
 # **What you will learn**
 #
 # - how to move a model's parameters to a device, and how that differs from moving a tensor;

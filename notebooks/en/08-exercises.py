@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/08-exercises.ipynb)
 #
+# As run on an NVIDIA H200: [outputs](../gpu/nvidia-h200/en/08-exercises.ipynb) (earlier version).
+#
 # **What you will learn**
 #
 # - how the time of a matrix product grows with its size on a CPU and on a GPU,

@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/09-beyond-one-machine.ipynb)
 #
+# As run on an NVIDIA H200: [outputs](../gpu/nvidia-h200/en/09-beyond-one-machine.ipynb) (earlier version).
+#
 # **What you will learn**
 #
 # - how `torchrun` starts one process per device and tells each process who it is;

@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/01-introduction.ipynb)
 #
+# 在 NVIDIA H200 上运行的结果：[输出](../gpu/nvidia-h200/zh/01-introduction.ipynb)（较早版本）。
+#
 # **你将学到**
 #
 # - 深度学习为什么离不开 GPU，本节最终要做到什么；

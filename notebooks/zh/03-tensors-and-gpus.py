@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/03-tensors-and-gpus.ipynb)
 #
+# 在 NVIDIA H200 上运行的结果：[输出](../gpu/nvidia-h200/zh/03-tensors-and-gpus.ipynb)（较早版本）。
+#
 # **你将学到**
 #
 # - 怎样查看张量在哪个设备上，为什么一次运算的所有操作数必须在同一个设备上；

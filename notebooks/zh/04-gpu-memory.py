@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/04-gpu-memory.ipynb)
 #
+# 在 NVIDIA H200 上运行的结果：暂缺，修正后的这一课还需要在 GPU 上运行一次。
+#
 # **你将学到**
 #
 # - 在占用任何显存之前，先算出一个张量需要多少字节；

@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/05-asynchrony-and-transfers.ipynb)
 #
+# 在 NVIDIA H200 上运行的结果：[输出](../gpu/nvidia-h200/zh/05-asynchrony-and-transfers.ipynb)（较早版本）。
+#
 # **你将学到**
 #
 # - GPU 在 Python 背后异步工作，所以时钟必须等它：同步后的时钟与 CUDA 事件；

@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/06-neural-networks-and-gpus.ipynb)
 #
+# 在 NVIDIA H200 上运行的结果：[输出](../gpu/nvidia-h200/zh/06-neural-networks-and-gpus.ipynb)（较早版本）。
+#
 # **你将学到**
 #
 # - 怎样把模型的参数移到某个设备上，这和移动一个张量有什么不同；

@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/07-summary.ipynb)
 #
+# 在 NVIDIA H200 上运行的结果：[输出](../gpu/nvidia-h200/zh/07-summary.ipynb)（较早版本）。
+#
 # **你将学到**
 #
 # - 用三条规则概括本节；

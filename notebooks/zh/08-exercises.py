@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/08-exercises.ipynb)
 #
+# 在 NVIDIA H200 上运行的结果：[输出](../gpu/nvidia-h200/zh/08-exercises.ipynb)（较早版本）。
+#
 # **你将学到**
 #
 # - 矩阵乘法的耗时怎样随规模增长，在 CPU 上和在 GPU 上各是什么样，

@@ -3,6 +3,8 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/09-beyond-one-machine.ipynb)
 #
+# 在 NVIDIA H200 上运行的结果：[输出](../gpu/nvidia-h200/zh/09-beyond-one-machine.ipynb)（较早版本）。
+#
 # **你将学到**
 #
 # - `torchrun` 怎样为每个设备启动一个进程，并告诉每个进程它是谁；
