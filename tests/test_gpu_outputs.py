@@ -232,7 +232,9 @@ def test_site_packages_folders_are_shortened():
 
 
 def test_the_gpu_line_changes_no_hash_and_replaces_itself():
-    text = (NOTEBOOKS / "en" / "01-introduction.py").read_text(encoding="utf-8")
+    rendered = (NOTEBOOKS / "en" / "01-introduction.py").read_text(encoding="utf-8")
+    text = publish.py_with_gpu_line(rendered, None)  # the lesson as if never published
+    assert text != rendered and publish.source_hash(text) == publish.source_hash(rendered)
     once = publish.py_with_gpu_line(text, "As run on an X: [outputs](../gpu/x/en/01-a.ipynb).")
     twice = publish.py_with_gpu_line(once, "As run on a Y: pending (z).")
     assert once != text and publish.source_hash(once) == publish.source_hash(text)
