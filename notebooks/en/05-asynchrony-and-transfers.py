@@ -41,31 +41,31 @@ if d2l_gpu.num_gpus() == 0:
 # %% [markdown]
 # ## A GPU works behind Python's back
 #
-# When Python calls `torch.matmul` on a GPU tensor, PyTorch checks the arguments,
-# puts a *kernel* (a program for the GPU) into the GPU's queue, and returns at
-# once, long before the GPU has finished. Python runs ahead while the GPU works
-# through the queue, like ordering coffee by phone and picking it up later. The
-# result tensor exists straight away; its values arrive when the GPU gets there.
+# When Python calls `torch.matmul` on a GPU tensor, PyTorch checks the
+# arguments, puts a *kernel* (a program for the GPU) into the GPU's queue, and
+# returns at once. Python runs ahead while the GPU works through the queue, like
+# ordering coffee by phone and picking it up later: the result tensor exists
+# straight away, its values arrive when the GPU gets there.
 #
 # That makes a naive clock wrong: it measures how long it took to *queue* the
-# work. The cell below queues ten matrix products and reads the clock twice:
-# once right after the loop, and once after `d2l_gpu.synchronize(device)` (on
-# CUDA, `torch.cuda.synchronize()`), which waits until the queue is empty. On
-# the CPU the arithmetic happens inside each call, so both readings agree; on a
-# GPU the first one is far smaller than the second.
+# work. The cell below queues ten matrix products and reads the clock right
+# after the loop and again after `d2l_gpu.synchronize(device)` (on CUDA,
+# `torch.cuda.synchronize()`), which waits until the queue is empty. On the CPU
+# the arithmetic happens inside each call, so both readings agree; on a GPU the
+# first is far smaller.
 #
-# Two habits hold for every clock in this lesson. PyTorch computes on one CPU
-# thread (the cell sets it), so that on a small shared machine a timing does not
-# depend on how soon other threads wake up; a GPU's own work is not affected.
-# And a few calls before the clock starts warm up what a first call pays for:
-# loading the GPU's code and setting up buffers.
+# Every clock in this lesson keeps two habits. PyTorch computes on one CPU
+# thread, so that on a small shared machine a timing does not depend on how soon
+# other threads wake up (a GPU's own work is unaffected). And a few warm-up
+# calls pay up front for what a first call costs: loading the GPU's code,
+# setting up buffers.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 import time
 
 torch.set_num_threads(1)  # the one timing policy of this lesson
 device = d2l_gpu.try_gpu()
-n = 256 if device.type == "cpu" else 4096  # big enough to keep a GPU busy for a while
+n = 256 if device.type == "cpu" else 4096  # enough to keep a GPU busy
 a = torch.randn(n, n, device=device)
 c = torch.empty_like(a)
 for _ in range(3):  # warm-up
@@ -89,17 +89,17 @@ print(f"  the second reading is {finished / queued:.1f}x the first: {meaning}")
 
 # %% [markdown]
 # A CUDA GPU can also time itself. A `torch.cuda.Event` is a marker put into the
-# queue; once the GPU has passed two of them, `elapsed_time` gives the time
-# between them in milliseconds, measured on the GPU's clock, so Python's own
-# overhead is left out. The cell compares that with a synchronized host clock
-# around the same work; on a GPU the two should nearly agree.
+# queue; once the GPU has passed two of them, `elapsed_time` gives the
+# milliseconds between them on the GPU's clock, leaving out Python's overhead.
+# On a GPU it should nearly agree with a synchronized host clock around the same
+# work.
 
 # %% tags=["nbval-ignore-output"]
 if device.type == "cuda":
     begin = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
-    # Plain record() marks the current GPU's queue; name the queue the products
-    # go to, which differs when D2L_DEVICE picks a GPU other than cuda:0.
+    # record() alone marks the current GPU's queue; name the products' queue,
+    # which differs when D2L_DEVICE picks a GPU other than cuda:0.
     queue = torch.cuda.current_stream(device)
     d2l_gpu.synchronize(device)
     start = time.perf_counter()
@@ -119,40 +119,39 @@ else:
 # %% [markdown]
 # The same queue explains a puzzling kind of error. When a kernel fails, say an
 # index out of range inside the GPU, Python has usually moved on, and the error
-# surfaces at a later line that waits for the GPU (a `print`, an `.item()`),
-# far from its cause. Setting the environment variable `CUDA_LAUNCH_BLOCKING=1`
-# before Python starts makes every launch wait for its kernel, so the error
-# points at the line that caused it. It slows everything down: use it to find a
-# bug, not to train.
+# surfaces at a later line that waits for the GPU (a `print`, an `.item()`), far
+# from its cause. Setting `CUDA_LAUNCH_BLOCKING=1` in the environment before
+# Python starts makes every launch wait for its kernel, so the error points at
+# its line. It slows everything down: use it to find a bug, not to train.
 #
-# One reading of a clock is noisy, so the cells below leave the clock to two
-# helpers. `d2l_gpu.benchmark` times one call: it warms up, sizes a *block* of
-# calls so that reading the clock costs little next to it, synchronizes the
-# device before every reading, and reports the median time per call with the
-# interquartile range (IQR) of the blocks. `d2l_gpu.compare` times two calls in
-# alternating rounds (first, second, second, first, ...), so that a slow phase
-# of the machine falls on both, and prints a verdict: the two agree when the
-# median ratio of their blocks lies within a tolerance of 1; one is clearly
-# slower only when the middle half of the per-round ratios lies beyond it.
-# `make bench` checks `benchmark` against PyTorch's standard instrument,
-# `torch.utils.benchmark.Timer`, and checks that `compare` finds two identical
-# calls in agreement.
+# One clock reading is noisy, so the cells below leave the clock to two helpers.
+# `d2l_gpu.benchmark` times one call: it warms up, sizes a *block* of calls so
+# that reading the clock costs little next to it, synchronizes before every
+# reading, and reports the median time per call with the interquartile range
+# (IQR) of the blocks. `d2l_gpu.compare` times two calls in alternating rounds
+# (first, second, second, first, ...), so that a slow phase of the machine falls
+# on both, and prints a verdict: they agree when the median ratio of their
+# blocks lies within a tolerance of 1; one is clearly slower only when the
+# middle half of the per-round ratios lies beyond it. `make bench` checks
+# `benchmark` against PyTorch's standard instrument,
+# `torch.utils.benchmark.Timer`, and that `compare` finds two identical calls in
+# agreement.
 #
 # ## Side notes, measured
 #
 # [03](03-tensors-and-gpus.ipynb) named three costs of moving data: a transfer
 # is slow next to the arithmetic it feeds, every transfer has a fixed cost, and
-# reading a result back makes the CPU wait. The cells below measure each.
-# Every comparison asks whether one cost is a *multiple* of the other, so it
-# passes `tolerance=0.5`: a gap under 1.5x would not change how one writes the
-# code. **What the numbers mean here:** this notebook's stored outputs come
-# from a CPU-only machine, where a "transfer" is a copy within main memory. The
-# fixed cost per call and the cost of `.item()` still show, but a copy is not
-# slow next to computing. On a GPU the same cells compare the bus against the
-# GPU, and the copy usually costs more than the computation it feeds.
+# reading a result back makes the CPU wait. The cells below measure each. They
+# ask whether one cost is a *multiple* of the other, so they pass
+# `tolerance=0.5`: a gap under 1.5x would not change the code. **What the
+# numbers mean here:** the stored outputs come from a CPU-only machine, where a
+# "transfer" is a copy within main memory: the fixed cost per call and the cost
+# of `.item()` still show, but a copy is not slow next to computing. On a GPU
+# the cells compare the bus against the GPU, and the copy usually costs more
+# than the computation it feeds.
 
 # %% tags=["nbval-ignore-output", "key-result"]
-results = {}  # every measurement, by label, for the plot at the end
+results = {}  # every measurement by label, for the plot
 
 
 def side_by_side(first, second, labels):
@@ -180,14 +179,14 @@ side_by_side(
 )
 
 # %% [markdown]
-# Each copy lands in memory allocated once beforehand, and each computation writes
-# into a ready output (`out=`), so the clock sees the transfer and the arithmetic
-# rather than the memory allocator. The elementwise `x * 2` reads and writes as
-# much memory as the copy moves, while the matrix product does about a thousand
-# operations per element. On a GPU, expect the copy to take longer than both.
+# Copies land in memory allocated beforehand and computations write into a ready
+# output (`out=`), so the clock sees transfer and arithmetic, not the memory
+# allocator. The elementwise `x * 2` reads and writes as much memory as the copy
+# moves; the matrix product does about a thousand operations per element. On a
+# GPU, expect the copy to take longer than both.
 #
-# Next, the same MiB as 256 pieces of 4 KiB, copied one by one, against one
-# copy of the whole:
+# Next, the same MiB as 256 pieces of 4 KiB, copied one by one, against one copy
+# of the whole:
 
 # %% tags=["nbval-ignore-output"]
 pieces = [torch.randn(1024) for _ in range(256)]
@@ -201,10 +200,9 @@ side_by_side(
 )
 
 # %% [markdown]
-# Reading values back one at a time is the same mistake in the other direction.
-# A training loop that calls `loss.item()` at every step makes the CPU wait for
-# the GPU each time. Here are 256 values read with `.item()` one by one, against
-# one `.tolist()` that brings them all back at once:
+# Reading values back one at a time is the same mistake in the other direction:
+# a training loop that calls `loss.item()` at every step makes the CPU wait for
+# the GPU each time. Here are 256 `.item()` calls against one `.tolist()`:
 
 # %% tags=["nbval-ignore-output"]
 values = torch.rand(256, device=device)
@@ -220,8 +218,8 @@ side_by_side(
 # for each call. On a GPU each `.item()` adds a wait for the GPU and a tiny copy
 # over the bus, so the gap grows.
 #
-# The plot puts the medians side by side on a log scale, each a dot with a bar
-# from the first to the third quartile of its blocks.
+# The plot shows the medians on a log scale, with bars from the first to the
+# third quartile of the blocks.
 
 # %% tags=["nbval-ignore-output"]
 import matplotlib.pyplot as plt
@@ -245,15 +243,14 @@ plt.show()
 # ## A step beyond the book: pinned memory and `non_blocking`
 #
 # A copy from the host to a CUDA GPU is done by the GPU's copy engine, which can
-# only read page-locked ("pinned") memory. From ordinary memory, the data first
-# goes through a pinned staging buffer, and the CPU waits for the copy; asking
-# for `non_blocking=True` there gains nothing. From memory pinned in advance
-# (`tensor.pin_memory()`, or `pin_memory=True` in a `DataLoader`), the copy can
-# use the bus directly, and with `non_blocking=True` it is only queued, so Python
-# carries on while the data moves. A later operation on the GPU waits for it
-# automatically; a clock must be synchronized first, which `d2l_gpu.compare`
-# does. Pinning serves copies to a CUDA GPU, so the cell pins only when the
-# helpers chose one; elsewhere it calls no CUDA API and says so.
+# only read page-locked ("pinned") memory. From ordinary memory the data first
+# goes through a pinned staging buffer and the CPU waits, so `non_blocking=True`
+# gains nothing. From memory pinned in advance (`tensor.pin_memory()`, or
+# `pin_memory=True` in a `DataLoader`) the copy uses the bus directly, and with
+# `non_blocking=True` it is only queued: Python carries on while the data moves.
+# A later operation on the GPU waits for it automatically; a clock must
+# synchronize first, which `d2l_gpu.compare` does. The cell pins only when the
+# helpers chose a CUDA GPU; elsewhere it calls no CUDA API and says so.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 GiB = 2**30
@@ -273,20 +270,19 @@ else:
     print(f"The helpers chose {device}, not a CUDA GPU: nothing pinned, no CUDA API called.")
 
 # %% [markdown]
-# On a CUDA GPU the pinned copy is typically faster, and its real benefit is
-# that the CPU can prepare the next batch while the current one is on its way.
+# On a CUDA GPU the pinned copy is typically faster; its real benefit is that
+# the CPU can prepare the next batch while the current one is on its way.
 #
 # The other direction hides a trap. A copy from the GPU into pinned host memory
 # with `non_blocking=True` is also only queued, but now the *CPU* reads the
-# result, and nothing makes the CPU wait for it. (The same holds for
+# result, and nothing makes it wait. (The same holds for
 # `.to("cpu", non_blocking=True)`, which allocates the pinned result for you.)
-# The cell below sets the trap with care. It allocates the host buffer, filled
-# with -1, *before* queueing any work, because allocating pinned memory can
-# itself make the CPU wait for the GPU. It queues twenty products of a matrix of
-# ones, each element of which equals `n`, then the copy back, and reads the
-# *last* element, the last one the copy writes: once at once, once after
-# synchronizing. On the CPU both reads are right, because nothing is queued; on
-# a CUDA GPU the early read should find the old -1. A race may also come out
+# The cell below allocates the host buffer, filled with -1, *before* queueing
+# any work, since allocating pinned memory can itself make the CPU wait for the
+# GPU. It queues twenty products of a matrix of ones (each element equals `n`),
+# then the copy back, and reads the *last* element the copy writes, at once and
+# after synchronizing. On the CPU both reads are right, as nothing is queued; on
+# a CUDA GPU the early read should find the old -1. A race can also come out
 # right, when the copy happens to land first, so a correct-looking early read
 # proves nothing: only synchronizing makes the read safe.
 
@@ -312,10 +308,10 @@ else:
 
 # %% [markdown]
 # A `DataLoader` with `pin_memory=True` hands out batches already in pinned
-# memory, ready for `non_blocking=True` copies. Here is a short loop over a small
-# data set, asking for pinned batches only when the helpers chose a CUDA GPU,
-# and checking every batch. `num_workers=0` loads the batches in this process,
-# which keeps the example simple; real training uses worker processes too.
+# memory, ready for `non_blocking=True` copies. The loop below asks for them
+# only when the helpers chose a CUDA GPU, and checks every batch.
+# `num_workers=0` loads batches in this process to keep the example simple; real
+# training also uses worker processes.
 
 # %% tags=["nbval-ignore-output"]
 from torch.utils.data import DataLoader, TensorDataset

@@ -43,9 +43,9 @@ if d2l_gpu.num_gpus() == 0:
 # Unlike `Tensor.to`, it changes the model in place and hands back the same
 # object, so `net = net.to(device)` and plain `net.to(device)` do the same thing.
 #
-# The lesson uses the first GPU, or the CPU when there is none. The next cell
-# picks it and uses it once, so that a one-time message from the GPU's runtime
-# would land here rather than in a later cell.
+# The next cell picks the first GPU, or the CPU when there is none, and uses it
+# once, so that a one-time message from the GPU's runtime lands here rather than
+# in a later cell.
 
 # %% tags=["nbval-ignore-output"]
 device = d2l_gpu.try_gpu()
@@ -79,8 +79,8 @@ net(X)
 
 # %% [markdown]
 # Training keeps everything in one place as long as data and parameters share a
-# device: the loss, the gradients and the updated weights all stay on it, and no
-# data crosses the bus between the CPU and the GPU. One step of gradient descent
+# device: the loss, the gradients and the updated weights all stay on it, and
+# nothing crosses the bus. One step of gradient descent
 # shows it, written out by hand (`torch.optim.SGD` would do the same update):
 
 # %%
@@ -99,8 +99,8 @@ print("loss after one step is smaller:", new_loss.item() < loss.item())
 # The usual mistake is forgetting to move the input. On a GPU machine, the next
 # cell feeds a CPU tensor to the model on the GPU and gets an error that names
 # both devices and the operation that found them (`addmm`, the matrix product
-# inside `nn.Linear`). On a CPU-only machine model and input are both on the
-# CPU, so nothing fails; the cell prints the message a CUDA GPU gives instead.
+# inside `nn.Linear`). On a CPU-only machine nothing fails, and the cell prints
+# the message a CUDA GPU gives instead.
 
 # %% tags=["nbval-ignore-output"]
 if device.type == "cpu":
@@ -123,8 +123,8 @@ else:
 # A layer often makes tensors of its own while it runs: a starting state, a
 # mask, a tensor of positions. Written as `torch.zeros(shape)`, such a tensor
 # lands on the CPU even when the model and its input are on a GPU, and the next
-# operation fails. Made from the input instead, it follows the input wherever it
-# is: `x.new_zeros(shape)` takes `x`'s device and dtype with a new shape, and
+# operation fails. Made from the input, it follows the input wherever it is:
+# `x.new_zeros(shape)` takes `x`'s device and dtype with a new shape, and
 # `torch.zeros_like(x)` also takes its shape. The module below, a tiny recurrent
 # cell, makes its starting state that way, so it runs unchanged on any device.
 
@@ -152,8 +152,8 @@ print("final state on", state.device, "| zeros_like(state) on", torch.zeros_like
 #
 # The `torch.optim` documentation asks for the model to be moved *before* its
 # optimizer is built, so that the parameters stay where the optimizer first saw
-# them for its whole life. `Module.to` keeps each parameter object and only
-# replaces its data, so plain SGD would survive the other order. An optimizer
+# them. `Module.to` keeps each parameter object and only replaces its data, so
+# plain SGD would survive the other order. An optimizer
 # with state does not: Adagrad, for one, makes its running sums when it is
 # built, next to the parameters as they are then, and moving the model later
 # leaves those sums behind. On a GPU machine the first line shows the weight on
@@ -186,7 +186,7 @@ for name, optimizer in [("early", early), ("late", late)]:
 # ## Creating on the device from the start
 #
 # Building a model on the CPU and then moving it means writing every weight
-# twice: once in main memory, once more on the device. `with
+# twice, in main memory and on the device. `with
 # torch.device(device):` makes `device` the default for the tensors and layers
 # created inside the block that name no device themselves (the global
 # `torch.set_default_device` and its cost are in
@@ -200,7 +200,7 @@ print("layer weight on", layer.weight.device, "| noise on", noise.device)
 print("outside the block, new tensors go to", torch.ones(1).device)
 
 # %% [markdown]
-# For a model too large to build twice, or to build at all in main memory,
+# For a model too large to build twice, or at all in main memory,
 # there is a third place: the `meta` device. A tensor there has a shape and a
 # dtype but no memory and no values, so "building" a model on it costs nothing.
 # `to_empty(device=...)` then gives every parameter memory on the real device,
@@ -234,7 +234,7 @@ print("with the twin's weights loaded, outputs equal the CPU twin's:", same)
 # ## What a training step does on the device
 #
 # `torch.profiler` records what a few training steps ran, operation by
-# operation, and on a CUDA GPU also each kernel the GPU ran. The step below is
+# operation, and on a CUDA GPU each kernel too. The step below is
 # what the rest of the book does: copy a minibatch from the host, forward,
 # backward, update, and read the loss with `.item()`. A *schedule* says which
 # steps to record: `wait=1` lets the first step run untraced (the first
@@ -242,10 +242,10 @@ print("with the twin's weights loaded, outputs equal the CPU twin's:", same)
 # second without keeping it, so that its own start-up lands there, and
 # `active=3` records the next three. `trace.step()` marks the end of each step.
 #
-# The cell then prints rows with the most time of their own (without that of
+# The cell then prints the rows with the most time of their own (not counting
 # the operations they call): on a CUDA GPU first the kernels and copies the GPU
-# ran, by GPU time, then the work on the CPU, by CPU time; after that every row
-# that copies or waits, and last the rows the profiler adds itself.
+# ran, by GPU time; then the work on the CPU, by CPU time; then every row that
+# copies or waits; last the profiler's own rows.
 
 # %% tags=["nbval-ignore-output"]
 from torch.autograd import DeviceType
@@ -323,15 +323,14 @@ show("the profiler's own rows:", [e for e in trace.key_averages() if e.key.start
 # schedule puts around each recorded step; its self time is the step's Python
 # outside any operation. On a CUDA GPU, `cudaDeviceSynchronize` is the profiler
 # waiting for the GPU when it stops, so that every kernel is in, and `Activity
-# Buffer Request` is CUPTI, NVIDIA's tracing library, asking for memory to
-# write its records into; the warm-up step is there so that most of that
-# happens before the recording. Without a schedule, such start-up costs rank
-# among the operations. Some torch versions also warn
-# on every trace that the profiler "clears events at the end of each cycle".
-# That concerns schedules that repeat; `acc_events=True`, which keeps every
-# cycle's events, silences it and changes nothing in a one-cycle trace. For a
-# timeline instead of a table, `trace.export_chrome_trace(path)` writes a file
-# that Perfetto or `chrome://tracing` shows.
+# Buffer Request` is CUPTI, NVIDIA's tracing library, asking for memory for its
+# records. The warm-up step makes most of that happen before the recording;
+# without a schedule, such start-up costs rank among the operations. Some torch
+# versions also warn on every trace that the profiler "clears events at the end
+# of each cycle"; that concerns repeating schedules, and `acc_events=True`
+# silences it. For a timeline instead of a table,
+# `trace.export_chrome_trace(path)` writes a file that Perfetto or
+# `chrome://tracing` shows.
 
 # %% [markdown]
 # ## What this lesson showed

@@ -41,7 +41,7 @@ if d2l_gpu.num_gpus() == 0:
 # ## GPU 在 Python 背后工作
 #
 # Python 对 GPU 张量调用 `torch.matmul` 时，PyTorch 检查参数，把一个*核函数*
-# （在 GPU 上运行的程序）放进 GPU 的队列，然后立即返回，远在 GPU 算完之前。
+# （在 GPU 上运行的程序）放进 GPU 的队列，然后立即返回。
 # Python 继续往前跑，GPU 则按队列依次干活，好比打电话预订咖啡、稍后再去取。
 # 结果张量马上就有了，它的值要等 GPU 做到那一步才会填进去。
 #
@@ -50,7 +50,7 @@ if d2l_gpu.num_gpus() == 0:
 # `torch.cuda.synchronize()`）之后，它会一直等到队列清空。在 CPU 上，运算就在每次调用里完成，
 # 所以两次读数一致；在 GPU 上，第一次读数远小于第二次。
 #
-# 本课所有计时都遵守两个习惯。PyTorch 只用一个 CPU 线程计算（由这个单元格设定），
+# 本课所有计时都遵守两个习惯。PyTorch 只用一个 CPU 线程计算，
 # 免得在一台小而忙的共享机器上，计时结果取决于其他线程多快被唤醒；GPU 自身的工作不受影响。
 # 开始计时之前先调用几次，做预热：第一次调用要付的代价（加载 GPU 代码、准备缓冲区）不计入测量。
 
@@ -59,7 +59,7 @@ import time
 
 torch.set_num_threads(1)  # the one timing policy of this lesson
 device = d2l_gpu.try_gpu()
-n = 256 if device.type == "cpu" else 4096  # big enough to keep a GPU busy for a while
+n = 256 if device.type == "cpu" else 4096  # enough to keep a GPU busy
 a = torch.randn(n, n, device=device)
 c = torch.empty_like(a)
 for _ in range(3):  # warm-up
@@ -84,14 +84,14 @@ print(f"  the second reading is {finished / queued:.1f}x the first: {meaning}")
 # %% [markdown]
 # CUDA GPU 还能自己计时。`torch.cuda.Event` 是放进队列的一个标记；GPU 经过两个标记之后，
 # `elapsed_time` 给出两者之间以毫秒计的时间。它用的是 GPU 自己的时钟，Python 自身的开销不计在内。
-# 单元格把它与同一段工作外面的同步主机时钟相比；在 GPU 上，两者应当几乎一致。
+# 在 GPU 上，它应当与同一段工作外面的同步主机时钟几乎一致。
 
 # %% tags=["nbval-ignore-output"]
 if device.type == "cuda":
     begin = torch.cuda.Event(enable_timing=True)
     end = torch.cuda.Event(enable_timing=True)
-    # Plain record() marks the current GPU's queue; name the queue the products
-    # go to, which differs when D2L_DEVICE picks a GPU other than cuda:0.
+    # record() alone marks the current GPU's queue; name the products' queue,
+    # which differs when D2L_DEVICE picks a GPU other than cuda:0.
     queue = torch.cuda.current_stream(device)
     d2l_gpu.synchronize(device)
     start = time.perf_counter()
@@ -135,7 +135,7 @@ else:
 # 换到 GPU 上，同样的单元格比较的是总线与 GPU，复制通常比用到这份数据的运算还要费时。
 
 # %% tags=["nbval-ignore-output", "key-result"]
-results = {}  # every measurement, by label, for the plot at the end
+results = {}  # every measurement by label, for the plot
 
 
 def side_by_side(first, second, labels):
@@ -182,8 +182,8 @@ side_by_side(
 
 # %% [markdown]
 # 一个一个地读回数值，是同一个错误反方向的版本。训练循环里每一步都调用 `loss.item()`，
-# 就会让 CPU 每一步都等 GPU 一次。下面比较用 `.item()` 逐个读取 256 个值，
-# 与用一次 `.tolist()` 全部取回：
+# 就会让 CPU 每一步都等 GPU 一次。下面比较 256 次 `.item()`
+# 与一次 `.tolist()`：
 
 # %% tags=["nbval-ignore-output"]
 values = torch.rand(256, device=device)
@@ -198,8 +198,7 @@ side_by_side(
 # （为每次调用挑选合适实现的那一层）。在 GPU 上，每次 `.item()` 还要等 GPU 一次，
 # 再通过总线做一次极小的复制，差距只会更大。
 #
-# 下图把这些中位数并排画出，横轴取对数，每个中位数画成一个点，
-# 误差棒从它各块的第一四分位数延伸到第三四分位数。
+# 下图画出这些中位数，横轴取对数，误差棒从各块的第一四分位数延伸到第三四分位数。
 
 # %% tags=["nbval-ignore-output"]
 import matplotlib.pyplot as plt
@@ -227,8 +226,8 @@ plt.show()
 # 这时要求 `non_blocking=True` 什么也得不到。如果事先把内存锁页（`tensor.pin_memory()`，
 # 或在 `DataLoader` 里设 `pin_memory=True`），复制就能直接走总线；再加上 `non_blocking=True`，
 # 复制只是排进队列，Python 可以在数据传输的同时继续干活。之后在 GPU 上的运算会自动等它完成；
-# 读时钟之前则必须先同步，`d2l_gpu.compare` 会替你做。锁页内存是为复制到 CUDA GPU 服务的，
-# 所以只有 d2l_gpu 选中了 CUDA GPU，单元格才锁页；否则它不调用任何 CUDA 接口，并如实说明。
+# 读时钟之前则必须先同步，`d2l_gpu.compare` 会替你做。
+# 只有 d2l_gpu 选中了 CUDA GPU，单元格才锁页；否则它不调用任何 CUDA 接口，并如实说明。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 GiB = 2**30
@@ -253,8 +252,8 @@ else:
 #
 # 反方向藏着一个陷阱。用 `non_blocking=True` 从 GPU 复制到主机上的锁页内存，同样只是排进队列，
 # 可这回读结果的是 *CPU*，没有任何东西让 CPU 等这次复制完成。（`.to("cpu", non_blocking=True)`
-# 也一样，它会替你在锁页内存中分配结果张量。）下面的单元格小心地布下这个陷阱。
-# 它在排入任何工作*之前*就分配好主机上的缓冲区并填上 -1，因为分配锁页内存本身就可能让 CPU 等 GPU。
+# 也一样，它会替你在锁页内存中分配结果张量。）
+# 下面的单元格在排入任何工作*之前*就分配好主机上的缓冲区并填上 -1，因为分配锁页内存本身就可能让 CPU 等 GPU。
 # 接着排入二十次全 1 矩阵的乘法（乘积的每个元素都等于 `n`），再排入复制回主机的操作，
 # 然后读取*最后*一个元素，也就是复制最后写入的那个：一次立刻读，一次在同步之后读。
 # 在 CPU 上两次都对，因为没有任何东西在排队；在 CUDA GPU 上，太早的那次应当读到原来的 -1。
@@ -283,7 +282,7 @@ else:
 
 # %% [markdown]
 # 设了 `pin_memory=True` 的 `DataLoader` 交出的每个批次都已在锁页内存里，可以直接用
-# `non_blocking=True` 复制。下面在一个小数据集上跑一个简短的循环，只有 d2l_gpu 选中了 CUDA GPU
+# `non_blocking=True` 复制。下面的循环只有 d2l_gpu 选中了 CUDA GPU
 # 时才要求锁页内存中的批次，并逐批检查。`num_workers=0` 让数据在本进程里加载，使例子保持简单；
 # 真正的训练还会用上工作进程。
 

@@ -96,7 +96,7 @@ print("loss after one step is smaller:", new_loss.item() < loss.item())
 # %% [markdown]
 # 最常见的错误是忘了把输入也搬过去。在 GPU 机器上，下一个单元格把一个 CPU 张量喂给 GPU 上的模型，
 # 得到的报错会点出两个设备，以及发现问题的那个运算（`addmm`，即 `nn.Linear` 里的矩阵乘法）。
-# 在只有 CPU 的机器上，模型和输入都在 CPU 上，什么也不会出错；单元格改为打印 CUDA GPU 上会给出的报错信息。
+# 在只有 CPU 的机器上，什么也不会出错；单元格改为打印 CUDA GPU 上会给出的报错信息。
 
 # %% tags=["nbval-ignore-output"]
 if device.type == "cpu":
@@ -145,7 +145,7 @@ print("final state on", state.device, "| zeros_like(state) on", torch.zeros_like
 # ## 先搬模型，再建优化器
 #
 # `torch.optim` 的文档要求*先*把模型搬到设备上，再为它创建优化器，
-# 好让参数在优化器的整个生命周期里一直待在优化器最初看到它们的地方。
+# 好让参数一直待在优化器最初看到它们的地方。
 # `Module.to` 保留每个参数对象、只替换其中的数据，所以普通的 SGD 换个顺序也不会出事。
 # 带状态的优化器就不行了：以 Adagrad 为例，它在创建时就在参数当时所在的地方建好累加和，
 # 之后再搬模型，这些累加和会被留在原处。在 GPU 机器上，第一行显示权重在 `cuda:0`、
@@ -299,8 +299,8 @@ show("the profiler's own rows:", [e for e in trace.key_averages() if e.key.start
 # 是性能分析器停止时在等 GPU，好把每个核函数都收进来；`Activity Buffer Request` 则是 NVIDIA 的跟踪库
 # CUPTI 在申请存放记录的内存，预热这一步就是为了让这件事大多在记录开始之前发生。不用调度的话，
 # 这类启动开销会混在运算之间排名。有些版本的 torch 还会在每次跟踪时警告，说性能分析器
-# “clears events at the end of each cycle”（每个周期结束时清空事件）。这说的是会重复的调度；
-# `acc_events=True` 保留每个周期的事件，它让警告不再出现，对只有一个周期的跟踪也毫无影响。
+# “clears events at the end of each cycle”（每个周期结束时清空事件）。这说的是会重复的调度，
+# `acc_events=True` 让警告不再出现。
 # 想看时间线而不是表格，可以用 `trace.export_chrome_trace(path)` 写出一个文件，
 # 交给 Perfetto 或 `chrome://tracing` 查看。
 
