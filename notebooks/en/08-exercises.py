@@ -7,18 +7,18 @@
 #
 # **What you will learn**
 #
-# - how the time of a matrix product grows with its size on a CPU and on a GPU,
-#   and why a tiny product gains nothing from a GPU;
+# - how a matrix product's time grows with its size on a CPU and on a GPU,
+#   and why a tiny one gains nothing from a GPU;
 # - how to save a model's parameters on a GPU and load them anywhere, safely;
 # - what `.item()` in a loop really costs, and how to log without paying it;
 # - what running two products at once on two devices buys, and what one device
-#   can and cannot tell us about it.
+#   can tell us about it.
 #
 # **What you need**
 #
 # - the earlier notebooks of this section, above all
 #   [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb); a GPU is optional: every
-#   cell runs on a CPU and says what it measured there.
+#   cell also runs on a CPU.
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -39,18 +39,17 @@ if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
 # %% [markdown]
-# The book leaves these exercises open; here each answer is a few cells of plain
-# PyTorch that you can change and run again. Times come from `d2l_gpu`, which
+# Each answer is a few cells of plain PyTorch to change and rerun. `d2l_gpu`
 # waits for the device before reading the clock and times repeated blocks of
-# calls: a `Measurement` holds the `median` time per call and the quartiles `q1`
-# and `q3` of the blocks (the plots' bars). `d2l_gpu.compare(first, second)`
-# alternates two pieces of code over rounds (ten unless told). Its `verdict`
-# calls them equal when the median ratio of the rounds lies within a tolerance
-# of 1 (10 % unless told), and a difference clear only when the middle half of
-# the ratios lies beyond that band.
+# calls: a `Measurement` holds the `median` time per call and the blocks'
+# quartiles `q1` and `q3` (the plots' bars). `d2l_gpu.compare(first, second)`
+# alternates two pieces of code over rounds (ten unless told); its `verdict`
+# calls them equal when the rounds' median ratio lies within a tolerance of 1
+# (10 % unless told), and different only when the middle half of the ratios
+# lies beyond that band.
 #
-# Your numbers will differ from the stored ones: they describe your machine. The
-# stored outputs come from a small shared CPU with two cores and no GPU.
+# The stored outputs come from a small shared CPU with two cores and no GPU;
+# yours will differ.
 
 # %%
 import functools
@@ -64,7 +63,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from torch import nn
 
-device = d2l_gpu.try_gpu()  # the first GPU, or the CPU when there is none
+device = d2l_gpu.try_gpu()  # the first GPU, else the CPU
 
 
 def error_bars(measurements):
@@ -75,11 +74,10 @@ def error_bars(measurements):
 # %% [markdown]
 # ## Exercise 1: large and small matrix products
 #
-# We time one n x n float32 product for a range of n, on the CPU and, if there is
-# one, on the GPU, the two alternating in `d2l_gpu.compare`. The smallest,
-# n = 4, is the "task with little computation": 128 multiplications and
-# additions. An n x n product takes about 2n³ floating-point operations, so the
-# median time also gives the rate in GFLOP/s.
+# We time one n x n float32 product for a range of n on the CPU and, if there is
+# one, on the GPU, alternating in `d2l_gpu.compare`. n = 4 is the "task with
+# little computation": 128 multiplications and additions. A product takes about
+# 2n³ floating-point operations, so the median also gives the rate in GFLOP/s.
 
 # %% tags=["nbval-ignore-output"]
 sizes = [4, 16, 64, 256, 512] if device.type == "cpu" else [4, 16, 64, 256, 1024, 2048]
@@ -124,30 +122,29 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# **Reading the curve.** On log-log axes, a line of slope 3 would mean the time
-# grows as n³, as the arithmetic does. For small n the curve is nearly flat: the
-# fixed cost of every call (Python, PyTorch's dispatcher, choosing a BLAS
-# routine) is most of the time. A GPU adds a fixed cost of its own, launching a
-# kernel and waiting for it, so for the 4 x 4 product it is no faster than the
-# CPU, and often slower. For large n its thousands of arithmetic units have
-# enough work and it pulls ahead, usually by more than an order of magnitude;
-# the verdicts above say what your machine showed. (On NVIDIA GPUs, float32
-# products run in full float32 unless you allow the faster TF32 format with
-# `torch.set_float32_matmul_precision("high")`.) Give a GPU large pieces of work.
+# **Reading the curve.** On log-log axes, slope 3 means time growing as n³, like
+# the arithmetic. For small n the curve is nearly flat: each call's fixed cost
+# (Python, PyTorch's dispatcher, choosing a BLAS routine) dominates. A GPU adds
+# its own, launching a kernel and waiting for it, so at 4 x 4 it is no faster
+# than the CPU, often slower. For large n its thousands of arithmetic units have
+# enough work and it pulls ahead, usually tenfold or more; the
+# verdicts above show your machine. (NVIDIA GPUs compute float32 products in full
+# float32 unless `torch.set_float32_matmul_precision("high")` allows the faster
+# TF32.) Give a GPU large pieces of work.
 
 # %% [markdown]
 # ## Exercise 2: reading and writing parameters on a GPU
 #
 # Save the `state_dict` (the parameter tensors, not the Python object) and load it
-# with `weights_only=True`, which rebuilds tensors and plain containers and refuses
-# any other Python object: a safeguard, not a sandbox (before torch 2.6 a known
-# bypass let a crafted file run code), so keep torch current and load files you
-# trust. The file keeps each tensor's device; `map_location` tells `torch.load`
-# where to put the tensors instead. Files go to a temporary folder.
+# with `weights_only=True`, which rebuilds only tensors and plain containers: a
+# safeguard, not a sandbox (before torch 2.6 a known bypass let a crafted file run
+# code), so keep torch current and load only files you trust. The file records
+# each tensor's device; `map_location` tells `torch.load` where to put them
+# instead. Files go to a temporary folder.
 
 # %%
 net = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
-original = {name: t.cpu() for name, t in net.state_dict().items()}  # a copy to compare with
+original = {name: t.cpu() for name, t in net.state_dict().items()}  # to compare with
 
 with tempfile.TemporaryDirectory() as folder:
     path = Path(folder) / "net.pt"
@@ -165,28 +162,27 @@ for how, state in loads.items():
     print(f"{how:<20} tensors on {where}, every tensor exact: {exact}")
 
 clone = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10))
-clone.load_state_dict(loads["map_location='cpu'"])  # a model on the CPU, from a GPU's file
+clone.load_state_dict(loads["map_location='cpu'"])  # a CPU model from a GPU's file
 pairs = zip(net.parameters(), clone.parameters(), strict=True)
 print("the CPU copy of the model is exact:", all(torch.equal(p.cpu(), q) for p, q in pairs))
 
 # %% [markdown]
-# Without `map_location`, every tensor goes back to the device it came from, say
-# `cuda:0`; on a machine without that device the load fails. With a GPU, the next
-# cell loads onto this lesson's device. Without one, it asks for `cuda:0` and shows
-# the error a GPU's file would meet, unless `D2L_DEVICE` is set (asking would touch
-# a GPU the variable leaves out). Then saving the whole model object shows what
-# `weights_only=True` protects against.
+# Without `map_location`, each tensor returns to its saved device, say `cuda:0`,
+# and the load fails on a machine without it. With a GPU, the next cell loads onto
+# this lesson's device; without one, it asks for `cuda:0` to show that error,
+# unless `D2L_DEVICE` is set (asking would touch a GPU the variable leaves out).
+# Then saving the whole model shows what `weights_only=True` guards against.
 
 # %% tags=["nbval-ignore-output"]
 with tempfile.TemporaryDirectory() as folder:
     path = Path(folder) / "net.pt"
     torch.save(net.state_dict(), path)
-    if device.type != "cpu":  # onto the chosen device, never onto another GPU
+    if device.type != "cpu":  # our device, never another GPU
         state = torch.load(path, map_location=device, weights_only=True)
         print(f"loaded onto {device}:", sorted({str(t.device) for t in state.values()}))
     elif os.environ.get("D2L_DEVICE"):
         print("D2L_DEVICE is set: not asking for cuda:0, which this run must leave alone")
-    else:  # the helpers found no GPU at all, so CUDA's check fails before any data moves
+    else:  # no GPU: CUDA's check fails before data moves
         try:
             torch.load(path, map_location="cuda:0", weights_only=True)
         except RuntimeError as error:
@@ -195,7 +191,7 @@ with tempfile.TemporaryDirectory() as folder:
 # %%
 with tempfile.TemporaryDirectory() as folder:
     path = Path(folder) / "whole-model.pt"
-    torch.save(net, path)  # pickles the Python object, classes and all
+    torch.save(net, path)  # pickles the whole object
     try:
         torch.load(path, weights_only=True)
     except pickle.UnpicklingError as error:
@@ -203,20 +199,20 @@ with tempfile.TemporaryDirectory() as folder:
         print(f"{type(error).__name__}: {reason[0].split(' was ')[0] if reason else error}")
 
 # %% [markdown]
-# So the safe recipe is: save `model.state_dict()`; load it with
+# The safe recipe: save `model.state_dict()`; load it with
 # `weights_only=True` and a `map_location` (`"cpu"`, a device, or a mapping
 # such as `{"cuda:1": "cuda:0"}`); then `model.load_state_dict(...)` and move the
-# model. Loading onto the CPU first also avoids a large checkpoint on the GPU twice.
+# model. Loading onto the CPU first also keeps a large checkpoint off the GPU twice.
 
 # %% [markdown]
 # ## Exercise 3: logging the norm of 1000 products
 #
-# We multiply 1000 pairs of 100 x 100 matrices and log the Frobenius norm of each
-# product, in three ways:
+# We multiply 1000 pairs of 100 x 100 matrices and log each product's Frobenius
+# norm, in three ways:
 #
-# - **(a)** `.item()` after every product, appending a Python float to a list;
-# - **(b)** writing each norm into a tensor on the device, and copying that tensor
-#   to the host once, at the end;
+# - **(a)** `.item()` after every product, into a Python list;
+# - **(b)** writing each norm into a tensor on the device, copied to the host once,
+#   at the end;
 # - **(c)** one batched product `torch.bmm` of all pairs, then all norms at once.
 
 # %%
@@ -240,13 +236,13 @@ def log_batched(a=a, b=b):  # (c)
 
 
 # %% [markdown]
-# All three must log the same numbers. (b) repeats (a)'s arithmetic exactly; the
-# batched product of (c) may add up in another order, so it agrees to rounding.
-# Then (b) and (c) are each timed against (a), on one CPU thread. (b) differs
-# from (a) only in when it waits, and gets the 25 % band of
-# [lesson 07](07-summary.ipynb): on a shared machine, noise alone can approach
-# the usual 10 %. (c) gets 50 %: on a GPU batching should win by a factor of ten
-# or more, while on a CPU it gains or loses less, depending on the machine.
+# All three must log the same numbers: (b) repeats (a)'s arithmetic exactly; (c)'s
+# batched product may sum in another order, so it agrees to rounding. Then (b)
+# and (c) are each timed against (a) on one CPU thread. (b) differs from (a) only
+# in when it waits and gets [lesson 07](07-summary.ipynb)'s 25 % band, as
+# shared-machine noise can approach the usual 10 %. (c) gets 50 %: on a GPU
+# batching should win tenfold or more; on a CPU it gains or loses less, depending
+# on the machine.
 
 # %%
 norms_a = torch.tensor(log_with_item())
@@ -256,7 +252,7 @@ print("(b) equals (a) exactly:", torch.equal(norms_b, norms_a))
 print("(c) equals (a) to 1e-4 (relative):", torch.allclose(norms_c, norms_a, rtol=1e-4))
 
 # %% tags=["nbval-ignore-output", "key-result"]
-against_a = [  # (b) and (c), each timed against (a); the check above was the warm-up
+against_a = [  # (b), (c) against (a), warmed up above
     d2l_gpu.compare(
         log_with_item,
         fn,
@@ -289,34 +285,31 @@ plt.show()
 
 
 # %% [markdown]
-# **On a CPU.** An operation is finished when its call returns, so `.item()`
-# reads a number already in memory: there is nothing to wait for, and (a) and
-# (b), which does one more PyTorch operation per step, should agree. (c) pays
+# **On a CPU.** An operation is done when its call returns, so `.item()` reads a
+# number already in memory: nothing to wait for, and (a) and (b), with one more
+# PyTorch operation per step, should agree. (c) pays
 # the per-call overhead once instead of 3000 times, but writes all 1000 products
 # to memory, where the loops keep each small product in the cache.
 #
 # **On a GPU.** A call only *queues* a kernel and returns, so in (b) Python runs
-# ahead while the GPU works through the kernels, and the copy at the end is the
-# only wait. In (a) each `.item()` waits until the product and its norm are
-# done and four bytes have crossed to the host. PyTorch releases Python's global
-# interpreter lock (GIL) meanwhile: the cost is not a lock, but that the loop
-# stops queueing work, and the GPU idles while Python launches the next product.
-# Yet a GPU computes a 100 x 100 product far faster than Python queues it, so
-# it idles between steps in (b) as well, and (a) and (b) may well agree. (c)
-# queues a handful of kernels in all and should win by far.
+# ahead of the GPU, and the final copy is the only wait. In (a) each `.item()`
+# waits for the product and its norm, and for four bytes to reach the host. PyTorch releases the global interpreter lock (GIL) meanwhile; the cost
+# is that the loop stops queueing, and the GPU idles while Python launches the
+# next product. Yet a GPU computes a 100 x 100 product far faster
+# than Python queues it, so it idles between steps in (b) too, and (a) and (b)
+# may well agree. (c) queues a handful of kernels and should win by far.
 #
 # ## Exercise 3, continued: where waiting costs
 #
-# A step costs the host some time to queue its kernels and the GPU some time to
-# run them. In (b) the two overlap, and a step takes about the longer of the
-# two; in (a) they take turns, and a step takes their sum plus a round trip. The
-# gap is largest, nearly twice the time, when the two are equal, and small when
-# either dominates. So on a CUDA GPU the next cell measures both for one step of
-# (b) at growing n: the host's with the clock while large products keep the GPU
-# busy, so that the steps only queue behind them; the GPU's with two CUDA events
-# around the same steps. Where they match best it times (a) against (b) again:
-# 1000 products, taken in turn from ten pairs of n x n matrices. On a CPU there
-# is no queue, the two times are one, and nothing new can show.
+# A step costs the host time to queue its kernels and the GPU time to run them.
+# In (b) the two overlap, so a step takes about the longer; in (a) they take
+# turns, so it takes their sum plus a round trip. The gap is largest, nearly
+# twice the time, when the two are equal, and small when either dominates. So on
+# a CUDA GPU the next cell measures both, for one step of (b) at growing n: the
+# host's by the clock, with large products keeping the GPU busy so the steps only
+# queue; the GPU's by two CUDA events. Where they
+# match best it times (a) against (b) again, on 1000 products taken in turn from
+# ten pairs of n x n matrices. A CPU has no queue, so nothing new can show.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 def host_and_device_seconds(step, steps=20):
@@ -325,16 +318,16 @@ def host_and_device_seconds(step, steps=20):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     stream = torch.cuda.current_stream(device)
     step()  # warm-up
-    for products in (10, 40, 160):  # more, if the GPU ran out of work before the host did
+    for products in (10, 40, 160):  # more if the GPU ran dry first
         d2l_gpu.synchronize(device)
         for _ in range(products):
-            hold @ hold  # keeps the GPU busy while the steps are queued behind it
+            hold @ hold  # keeps the GPU busy
         start.record(stream)
         tik = time.perf_counter()
         for _ in range(steps):
             step()
         host = (time.perf_counter() - tik) / steps
-        queued = not start.query()  # the GPU had not reached the first step yet
+        queued = not start.query()  # GPU not yet at step one
         end.record(stream)
         end.synchronize()
         if queued:
@@ -343,9 +336,9 @@ def host_and_device_seconds(step, steps=20):
 
 
 if device.type == "cuda":
-    mismatch, per_step = {}, {}  # how far apart the two times are, on a log scale
+    mismatch, per_step = {}, {}  # |log(gpu / host)|
     print(f"{'n':>6} {'host per step':>14} {'GPU per step':>13}")
-    for k in range(16):  # n from 100 to 3200; each n doubles the arithmetic of the last
+    for k in range(16):  # n: 100 to 3200, doubling the arithmetic
         n = round(100 * 2 ** (k / 3))
         x, y, log = (torch.randn(*shape, device=device) for shape in ((n, n), (n, n), (1,)))
 
@@ -355,7 +348,7 @@ if device.type == "cuda":
         host, gpu = per_step[n] = host_and_device_seconds(step)
         print(f"{n:>6} {host * 1e6:>11.1f} us {gpu * 1e6:>10.1f} us")
         mismatch[n] = abs(math.log(gpu / host))
-        if gpu > host:  # larger only drifts further apart
+        if gpu > host:  # larger n only drifts apart
             break
     n = min(mismatch, key=mismatch.get)
     pairs = torch.randn(2, 10, n, n, device=device)
@@ -371,28 +364,27 @@ if device.type == "cuda":
     ))
 elif device.type == "cpu":
     print("no queue on the CPU: host and device time per step are one; nothing new to time")
-else:  # Apple MPS and others: asynchronous too, but timed here with CUDA events only
+else:  # e.g. Apple MPS: no CUDA events
     print(f"{device}: no CUDA events to time the GPU with; nothing new to time")
 
 # %% [markdown]
-# At the matched size the GPU is busy for as long as Python queues, and only (b)
-# lets the two work at once: (a) should take clearly longer, approaching twice
-# the time. Hence the section's rule: keep logs on the device, move them in bulk.
+# At the matched size the GPU works as long as Python queues, and only (b) lets
+# both work at once: (a) should take clearly longer, up to twice the time. Hence
+# the rule: keep logs on the device, move them in bulk.
 
 # %% [markdown]
 # ## Exercise 4: two products on two GPUs at once
 #
-# Kernel launches return at once, so one Python thread can keep two GPUs busy:
-# launch a product on each, then wait for both. Against both on one GPU in turn,
-# the time should nearly halve. The cell says which case it ran:
+# Kernel launches return at once, so one Python thread can keep two GPUs busy: a
+# product on each, then a wait for both, should take nearly half the time of both
+# in turn on one GPU. The cell says which case it ran:
 #
 # - **two or more GPUs:** the experiment itself, with large products;
-# - **one CUDA GPU:** two CUDA streams on it, so that two products *may* run side
-#   by side: overlap on one device, not scaling across two;
+# - **one CUDA GPU:** two CUDA streams, so that two products *may* run side by
+#   side: overlap on one device, not scaling across two;
 # - **no CUDA GPU** (none, or Apple MPS, which has no streams to choose):
-#   nothing is timed. Two CPU threads could stand in, but they would measure
-#   cores shared with every other program on the machine, not devices, and
-#   their verdict would change with the machine's load.
+#   nothing is timed. Two CPU threads would measure cores shared with other
+#   programs, not devices, with a verdict that changes with the load.
 
 # %%
 gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]
@@ -401,12 +393,12 @@ if len(gpus) >= 2:
     x, y = torch.randn(4096, 4096, device=gpus[0]), torch.randn(4096, 4096, device=gpus[1])
     x2 = y.to(gpus[0])
 
-    def in_sequence():  # both products on the first GPU
+    def in_sequence():  # both on the first GPU
         x @ x
         x2 @ x2
         d2l_gpu.synchronize(gpus[0])
 
-    def at_once():  # one product on each GPU: the second launch does not wait for the first
+    def at_once():  # one per GPU; launches do not wait
         x @ x
         y @ y
         d2l_gpu.synchronize(gpus[0])
@@ -417,14 +409,13 @@ elif gpus and gpus[0].type == "cuda":
     x, y = torch.randn(4096, 4096, device=gpus[0]), torch.randn(4096, 4096, device=gpus[0])
     streams = [torch.cuda.Stream(gpus[0]), torch.cuda.Stream(gpus[0])]
 
-    def in_sequence():  # both products on the default stream, one after the other
+    def in_sequence():  # both on the default stream, in turn
         x @ x
         y @ y
         d2l_gpu.synchronize(gpus[0])
 
-    def at_once():  # one product per stream: the GPU may overlap them
-        # Leaving torch.cuda.stream() makes the device that was current on entry current
-        # again (cuda:0 by default); inside torch.cuda.device(...) that is our own GPU.
+    def at_once():  # one product per stream; may overlap
+        # on exit, torch.cuda.stream() restores our GPU, not cuda:0
         with torch.cuda.device(gpus[0]):
             for stream, m in zip(streams, (x, y), strict=True):
                 stream.wait_stream(torch.cuda.current_stream())  # x and y are ready
@@ -433,13 +424,13 @@ elif gpus and gpus[0].type == "cuda":
         d2l_gpu.synchronize(gpus[0])
 
 else:
-    setting = None  # no CUDA GPU: no two devices, and no streams to run side by side
+    setting = None  # no CUDA GPU: nothing to run side by side
 
 # %% tags=["nbval-ignore-output", "key-result"]
 if setting is None:
     print(f"no CUDA GPU ({device}): nothing to run at once on two devices, so nothing is timed")
 else:
-    # Each function waits for its own devices, so the clock needs no device to wait for.
+    # each function waits for its devices itself
     cmp = d2l_gpu.compare(
         in_sequence,
         at_once,
@@ -465,22 +456,22 @@ if setting is not None:
 
 # %% [markdown]
 # With two GPUs, expect a speed-up near 2: the only shared work is Python
-# launching two kernels. With one GPU and two streams, expect none: both streams
-# share the arithmetic units that one large product already keeps busy, so the
-# verdict to expect is "agree".
+# launching two kernels. With one GPU and two streams, expect none, and the
+# verdict "agree": both streams share the arithmetic units one large product
+# already keeps busy.
 
 # %% [markdown]
 # ## What this lesson showed
 #
-# - A GPU wins on large products and loses on tiny ones: every call pays a launch
-#   and, to read the result, a wait, whatever its size.
+# - A GPU wins on large products and loses on tiny ones: every call, whatever its
+#   size, pays a launch and a wait to read the result.
 # - Save `state_dict`s, load them with `weights_only=True` and a `map_location`,
 #   and a checkpoint from a GPU opens anywhere.
-# - `.item()` in a loop costs little on a CPU; on a GPU it stops the loop from
-#   queueing work at every step, which costs most when a step's host and GPU
-#   times are equal. Keep values on the device and move them once.
-# - Two GPUs can run two products at the same time; two streams on one GPU are
-#   a different experiment, and are reported as such.
+# - `.item()` in a loop costs little on a CPU; on a GPU it stops the loop queueing
+#   at every step, costing most when a step's host and GPU times are equal. Keep
+#   values on the device; move them once.
+# - Two GPUs can run two products at once; two streams on one GPU are a
+#   different experiment, reported as such.
 #
 # Next: [09 – Beyond one machine](09-beyond-one-machine.ipynb) runs one process
-# per device and lets the processes add up their tensors.
+# per device and adds up their tensors.

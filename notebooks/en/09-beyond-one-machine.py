@@ -41,8 +41,8 @@ if d2l_gpu.num_gpus() == 0:
 # ## One process per device
 #
 # Within one process we moved tensors between `cuda:0` and `cuda:1` ourselves.
-# Past a few GPUs, and past one server, training runs as several processes
-# instead, one per GPU.
+# Past a few GPUs, and past one server, training runs one process per GPU
+# instead.
 # PyTorch's launcher `torchrun` starts them and hands each a few variables:
 #
 # - `RANK`: this process's number in the whole job, `0 ... WORLD_SIZE - 1`;
@@ -50,9 +50,9 @@ if d2l_gpu.num_gpus() == 0:
 # - `LOCAL_RANK`: its number on this machine, which says which GPU it should take;
 # - `MASTER_ADDR`, `MASTER_PORT`: where the processes meet to connect.
 #
-# This notebook's demo is a plain program, `all_reduce_demo.py`, in the
-# `scripts` folder beside the notebooks. The notebook's kernel was not started
-# by `torchrun`, so it has no place in any job:
+# The demo is a plain program, `all_reduce_demo.py`, in the `scripts` folder
+# beside the notebooks. This kernel was not started by `torchrun`, so it has no
+# place in any job:
 
 # %%
 import ast
@@ -71,7 +71,7 @@ from d2l_gpu import distributed
 DEMO = Path("..", "scripts", "all_reduce_demo.py")
 if "google.colab" in sys.modules and not DEMO.is_file():  # Colab opened this notebook alone
     clone = Path("d2l-gpu")
-    if not clone.is_dir():  # a second run finds the clone of the first
+    if not clone.is_dir():  # a second run reuses the first one's clone
         url = "https://github.com/d2l-gpu/d2l-gpu"
         subprocess.run(["git", "clone", "--quiet", "--depth", "1", url, str(clone)], check=True)
     DEMO = clone / "notebooks" / "scripts" / "all_reduce_demo.py"
@@ -90,8 +90,8 @@ print(plain.stderr)
 # ## Lesson 1: every process owns a device
 #
 # `d2l_gpu.distributed.rank_device(LOCAL_RANK)` gives each process of a machine
-# its own GPU: local rank 0 the first, local rank 1 the second, and so on, in turn
-# when there are more processes than GPUs. (A launcher that sets
+# its own GPU: local rank 0 the first, 1 the second, and so on, cycling when
+# there are more processes than GPUs. (A launcher that sets
 # `CUDA_VISIBLE_DEVICES` per process leaves each one a single GPU, `cuda:0`.)
 # With no GPU, every process computes on the CPU. Local ranks 0 to 3 here get:
 
@@ -102,12 +102,12 @@ print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
 # The processes must also agree on how to talk. `nccl` moves data directly
 # between NVIDIA GPUs (over NVLink or the network), but only if every process has
 # a GPU *of its own*: two processes on one GPU make it stop with "Duplicate GPU
-# detected". `gloo` works everywhere; it takes GPU tensors too for the common
-# collectives, copying them through the CPU. A process cannot see on its own
-# whether another uses the same GPU: `cuda:0` in two processes may be one card or
-# two. So the processes first meet in a `gloo` group and swap a name for their
-# device that is the same in every process: the GPU's UUID, or `cpu`. Every
-# process then makes the same choice from the same list.
+# detected". `gloo` works everywhere and takes GPU tensors too for the common
+# collectives, copying them through the CPU. A process alone cannot see whether
+# another uses the same GPU: `cuda:0` in two processes may be one card or two.
+# So the processes first meet in a `gloo` group and swap a name for their device
+# that means the same in every process, the GPU's UUID or `cpu`, and each makes
+# the same choice from the same list.
 
 # %%
 examples = {
@@ -130,16 +130,15 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
-# `distributed.process_group()` does all of this on entry, and on exit leaves
-# the group again, even when the code inside raised.
+# `distributed.process_group()` does all this on entry and leaves the group on
+# exit, even if the code inside raised.
 #
 # ## Lesson 2: data on the right device before an operation
 #
 # A collective is an operation like any other: every process passes a tensor on
-# its own device. `all_reduce` adds up the tensors of all processes and leaves the
-# sum in each of them. The demo makes its tensor directly on the process's device
-# and checks the result against the sum it expects; a wrong sum ends the job with
-# an error:
+# its own device. `all_reduce` adds up all processes' tensors and leaves the sum
+# in each. The demo makes its tensor directly on the process's device and checks
+# the result against the expected sum; a wrong sum ends the job with an error:
 
 # %%
 source = DEMO.read_text(encoding="utf-8")
@@ -154,13 +153,13 @@ for node in ast.parse(source).body:
 # as a subprocess, with this notebook's Python.
 # `--standalone --local-addr 127.0.0.1` keeps a one-machine job on the loopback
 # interface and a free port. Each launch gets a temporary folder as its `TMPDIR`,
-# so the log folders torchrun writes (`torchelastic_*`) go with it. `finish()`
-# waits for all launches of a job under one time limit; when one fails, or time
-# is up, it ends every launch still running and says which one failed, and why.
+# so torchrun's log folders (`torchelastic_*`) go with it. `finish()` waits for
+# all launches of a job under one time limit; when one fails or time is up, it
+# ends every launch still running and says which failed, and why.
 #
 # `torchrun` limits each process to one CPU thread (`OMP_NUM_THREADS=1`) only
-# when it starts several on a machine; `start()` sets it always, so that
-# timings compare like with like.
+# when it starts several on a machine; `start()` always sets it, so timings
+# compare like with like.
 
 # %%
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
@@ -256,32 +255,30 @@ print(*rank_lines(out, "all_reduce(sum)"), sep="\n")
 # %% [markdown]
 # ## Lesson 3: communication costs more than computation
 #
-# For the same matrix, rank 0 timed the `all_reduce` (the sum of two matrices
-# that live in two processes) against the local sum `x + y` and the product
-# `x @ x`. A collective finishes only when every process has joined, so
-# `d2l_gpu.benchmark`, which chooses by itself how often to call, cannot time
-# it: the processes would disagree and one would wait forever. The demo makes a
+# For the same matrix, rank 0 timed the `all_reduce` (summing two matrices in two
+# processes) against the local sum `x + y` and the product `x @ x`. A collective
+# finishes only when every process has joined, so `d2l_gpu.benchmark`, which
+# picks its own number of calls, cannot time it: the processes would disagree
+# and one would wait forever. The demo makes a
 # fixed number of calls, each after a barrier, and waits for the device before
 # reading the clock.
 #
-# Read the ratios it printed. For the 256-byte matrix the `all_reduce` costs many
-# times the local sum: that is latency, the cost of waking the other process and
-# a round trip through the operating system, paid however little data there is.
-# A product's work grows with the cube of the side, its data only with the
-# square, so at 4 MiB the product may catch up with the communication. On a CPU,
-# where that product takes milliseconds, it can. A GPU computes it in
-# microseconds while `gloo` still copies through the host, so there the
-# communication stays far ahead; `nccl` is faster, but still pays a fixed cost
-# per call. The last line for each size says which took longer here.
+# Read the printed ratios. For the 256-byte matrix the `all_reduce` costs many
+# times the local sum: that is latency, waking the other process and a round trip
+# through the operating system, paid however little data there is. A product's
+# work grows with the cube of the side, its data only with the square, so at
+# 4 MiB the product may catch up with the communication: on a CPU, where it takes
+# milliseconds, it can. A GPU computes it in microseconds while `gloo` still
+# copies through the host, so there communication stays far ahead; `nccl` is
+# faster but still pays a fixed cost per call. The last line for each size says which took longer here.
 #
-# Training code does not call `all_reduce` itself. It wraps the model in
-# `torch.nn.parallel.DistributedDataParallel` (DDP), in one process per GPU as
-# here, and DDP all-reduces the gradients during `backward`: not tensor by
-# tensor, but packed into buckets of up to 25 MiB (`bucket_cap_mb`), each sent as
-# soon as its gradients are ready, while the rest of `backward` still computes:
-# the fixed cost is paid once per bucket, not once per tensor. The cell below
-# builds DDP in a job of one process (an in-memory meeting point instead of
-# `torchrun`), so that it runs here:
+# Training code does not call `all_reduce` itself: it wraps the model in
+# `torch.nn.parallel.DistributedDataParallel` (DDP), one process per GPU as here,
+# and DDP all-reduces the gradients during `backward`, packed into buckets of up
+# to 25 MiB (`bucket_cap_mb`), each sent as soon as its gradients are ready while
+# the rest of `backward` computes: the fixed cost is paid per bucket, not per
+# tensor. The cell below builds DDP in a one-process job (an in-memory meeting
+# point instead of `torchrun`) so that it runs here:
 
 # %%
 import torch.distributed as dist
@@ -316,9 +313,9 @@ finally:
 #
 # The `c10d` rendezvous waits until both servers have joined, then numbers them
 # by sorting their descriptions: first the address each gives (`--local-addr`,
-# else its host name), then the process id of its `torchrun`. Neither the order
-# of joining nor `--node-rank` plays a part (the latter matters only with
-# `--rdzv-backend static`); processes are then numbered server by server. Here
+# else its host name), then the process id of its `torchrun`. Neither joining
+# order nor `--node-rank` matters (the latter only with `--rdzv-backend static`);
+# processes are then numbered server by server. Here
 # both "servers" are this machine: two launches of one process each, meeting at
 # a free port on 127.0.0.1, so the lower process id gets rank 0. Both processes
 # have local rank 0, so with one GPU both take `cuda:0`; the swap of device

@@ -11,13 +11,12 @@
 #   为什么很小的乘法用 GPU 得不到任何好处；
 # - 怎样在 GPU 上保存模型参数，并安全地在任何机器上读回；
 # - 循环里的 `.item()` 到底贵在哪里，怎样记录数值而不付这笔代价；
-# - 在两个设备上同时做两次乘法能省多少时间，只有一个设备时，
-#   实验能说明什么、不能说明什么。
+# - 在两个设备上同时做两次乘法能省多少时间，只有一个设备时实验能说明什么。
 #
 # **你需要**
 #
 # - 本节前面的笔记本，尤其是 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)；
-#   GPU 不是必需的：每个单元格在 CPU 上都能运行，并说明它在那里测到的是什么。
+#   GPU 不是必需的：每个单元格在 CPU 上也能运行。
 #
 # 代码和输出与英文版相同，所以单元格打印的文字是英文。
 
@@ -40,16 +39,13 @@ if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
 # %% [markdown]
-# 书中没有给出这些练习的答案；这里每道题的答案就是几个普通 PyTorch 代码单元格，
-# 你可以改动后重新运行。时间都来自 `d2l_gpu`：它先等设备做完再读时钟，
-# 并把调用分成若干块反复计时；`Measurement` 里是每次调用时间的中位数 `median`，
-# 以及各块的四分位数 `q1` 和 `q3`（图中的误差棒）。`d2l_gpu.compare(first, second)`
-# 让两段代码分若干轮交替运行（默认十轮）。若各轮比值的中位数与 1 的差距在容差之内（默认 10 %），
-# 它的结论 `verdict` 就说两者相同；只有当各轮比值的中间一半都落在这个范围之外时，
-# 才判定有明显差别。
+# 每道题的答案是几个普通 PyTorch 单元格，可以改动后重跑。`d2l_gpu` 先等设备做完再读时钟，
+# 并把调用分块反复计时：`Measurement` 里是每次调用时间的中位数 `median`
+# 和各块的四分位数 `q1`、`q3`（图中的误差棒）。`d2l_gpu.compare(first, second)`
+# 让两段代码分轮交替运行（默认十轮）；若各轮比值的中位数与 1 的差距在容差之内（默认 10 %），
+# 结论 `verdict` 就说两者相同，只有各轮比值的中间一半都落在这个范围之外才说有差别。
 #
-# 你得到的数字会与保存的输出不同：它们描述的是你的机器。
-# 保存的输出来自一台只有两个核心、没有 GPU 的小型共享 CPU 机器。
+# 保存的输出来自一台只有两个核心、没有 GPU 的小型共享 CPU 机器；你的数字会不同。
 
 # %%
 import functools
@@ -63,7 +59,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from torch import nn
 
-device = d2l_gpu.try_gpu()  # the first GPU, or the CPU when there is none
+device = d2l_gpu.try_gpu()  # the first GPU, else the CPU
 
 
 def error_bars(measurements):
@@ -74,10 +70,10 @@ def error_bars(measurements):
 # %% [markdown]
 # ## 练习 1：大矩阵乘法和小矩阵乘法
 #
-# 我们对一系列 n 计时一次 n x n 的 float32 矩阵乘法，在 CPU 上测，如果有 GPU
-# 也在 GPU 上测，两者在 `d2l_gpu.compare` 里交替进行。最小的 n = 4 就是
-# “计算量很小的任务”：只有 128 次乘法和加法。一次 n x n 乘法大约需要 2n³ 次浮点运算，
-# 所以用它除以耗时的中位数，就得到以 GFLOP/s 计的运算速率。
+# 我们对一系列 n 计时一次 n x n 的 float32 矩阵乘法，在 CPU 上测，有 GPU
+# 也在 GPU 上测，两者在 `d2l_gpu.compare` 里交替。n = 4 就是
+# “计算量很小的任务”：只有 128 次乘法和加法。一次乘法约需 2n³ 次浮点运算，
+# 除以中位数就得到以 GFLOP/s 计的速率。
 
 # %% tags=["nbval-ignore-output"]
 sizes = [4, 16, 64, 256, 512] if device.type == "cpu" else [4, 16, 64, 256, 1024, 2048]
@@ -122,27 +118,27 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# **怎样读这条曲线。** 在双对数坐标里，斜率为 3 的直线意味着耗时随 n³ 增长，
-# 与运算量一致。小 n 时曲线几乎是平的：每次调用的固定开销（Python、PyTorch 的分发器、
-# 挑选 BLAS 例程）占了大部分时间。GPU 还要加上它自己的固定开销，即启动核函数并等它完成，
-# 所以对 4 x 4 的乘法，GPU 不比 CPU 快，往往还更慢。n 很大时，GPU 成千上万个运算单元
-# 都有活可干，它就会领先，通常领先一个数量级以上；上面的结论说明了你的机器上的情况。
-# （在 NVIDIA GPU 上，float32 乘法默认用完整的 float32 计算，除非你用
-# `torch.set_float32_matmul_precision("high")` 允许更快的 TF32 格式。）
+# **怎样读这条曲线。** 在双对数坐标里，斜率为 3 意味着耗时随 n³ 增长，与运算量一致。
+# 小 n 时曲线几乎是平的：每次调用的固定开销（Python、PyTorch 的分发器、
+# 挑选 BLAS 例程）占了大头。GPU 还有自己的固定开销：启动核函数并等它完成，
+# 所以在 4 x 4 时不比 CPU 快，往往更慢。n 很大时，GPU 成千上万个运算单元
+# 都有活可干，它就会领先，通常快十倍以上；上面的结论给出你的机器上的情况。
+# （NVIDIA GPU 默认用完整的 float32 做 float32 乘法，除非
+# `torch.set_float32_matmul_precision("high")` 允许更快的 TF32。）
 # 交给 GPU 大块的工作。
 
 # %% [markdown]
 # ## 练习 2：在 GPU 上读写参数
 #
 # 保存 `state_dict`（参数张量本身，而不是 Python 对象），读回时用
-# `weights_only=True`：它只重建张量和普通容器，拒绝其他任何 Python 对象。
-# 这是一道防护，不是沙箱（torch 2.6 之前有一个已知的绕过办法，能让精心构造的文件执行代码），
-# 所以要让 torch 保持最新，并且只读取你信任的文件。文件记下了每个张量所在的设备；
-# `map_location` 告诉 `torch.load` 改把张量放到哪里。文件写进一个临时文件夹。
+# `weights_only=True`：它只重建张量和普通容器。这是一道防护，不是沙箱
+# （torch 2.6 之前有一个已知的绕过办法，能让精心构造的文件执行代码），
+# 所以要让 torch 保持最新，只读取你信任的文件。文件记下了每个张量所在的设备；
+# `map_location` 告诉 `torch.load` 改放到哪里。文件写进一个临时文件夹。
 
 # %%
 net = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10)).to(device)
-original = {name: t.cpu() for name, t in net.state_dict().items()}  # a copy to compare with
+original = {name: t.cpu() for name, t in net.state_dict().items()}  # to compare with
 
 with tempfile.TemporaryDirectory() as folder:
     path = Path(folder) / "net.pt"
@@ -160,27 +156,27 @@ for how, state in loads.items():
     print(f"{how:<20} tensors on {where}, every tensor exact: {exact}")
 
 clone = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 10))
-clone.load_state_dict(loads["map_location='cpu'"])  # a model on the CPU, from a GPU's file
+clone.load_state_dict(loads["map_location='cpu'"])  # a CPU model from a GPU's file
 pairs = zip(net.parameters(), clone.parameters(), strict=True)
 print("the CPU copy of the model is exact:", all(torch.equal(p.cpu(), q) for p, q in pairs))
 
 # %% [markdown]
-# 不指定 `map_location` 时，每个张量都回到它原来的设备，比如 `cuda:0`；
-# 在没有这个设备的机器上，读取会失败。有 GPU 时，下一个单元格把文件读到本课所用的设备上。
-# 没有 GPU 时，它要求读到 `cuda:0`，显示 GPU 保存的文件会遇到的那个错误；
-# 但如果设置了 `D2L_DEVICE`，它就跳过这一步（这样一问就会碰到该变量排除在外的 GPU）。
-# 接着把整个模型对象存下来，就能看到 `weights_only=True` 防范的是什么。
+# 不指定 `map_location` 时，每个张量都回到保存时的设备，比如 `cuda:0`，
+# 在没有这个设备的机器上读取就会失败。有 GPU 时，下一个单元格读到本课所用的设备上；
+# 没有 GPU 时，它要求读到 `cuda:0` 来显示这个错误，
+# 除非设置了 `D2L_DEVICE`（这样一问就会碰到该变量排除在外的 GPU）。
+# 接着把整个模型存下来，就能看到 `weights_only=True` 防范的是什么。
 
 # %% tags=["nbval-ignore-output"]
 with tempfile.TemporaryDirectory() as folder:
     path = Path(folder) / "net.pt"
     torch.save(net.state_dict(), path)
-    if device.type != "cpu":  # onto the chosen device, never onto another GPU
+    if device.type != "cpu":  # our device, never another GPU
         state = torch.load(path, map_location=device, weights_only=True)
         print(f"loaded onto {device}:", sorted({str(t.device) for t in state.values()}))
     elif os.environ.get("D2L_DEVICE"):
         print("D2L_DEVICE is set: not asking for cuda:0, which this run must leave alone")
-    else:  # the helpers found no GPU at all, so CUDA's check fails before any data moves
+    else:  # no GPU: CUDA's check fails before data moves
         try:
             torch.load(path, map_location="cuda:0", weights_only=True)
         except RuntimeError as error:
@@ -189,7 +185,7 @@ with tempfile.TemporaryDirectory() as folder:
 # %%
 with tempfile.TemporaryDirectory() as folder:
     path = Path(folder) / "whole-model.pt"
-    torch.save(net, path)  # pickles the Python object, classes and all
+    torch.save(net, path)  # pickles the whole object
     try:
         torch.load(path, weights_only=True)
     except pickle.UnpicklingError as error:
@@ -197,18 +193,17 @@ with tempfile.TemporaryDirectory() as folder:
         print(f"{type(error).__name__}: {reason[0].split(' was ')[0] if reason else error}")
 
 # %% [markdown]
-# 所以安全的做法是：保存 `model.state_dict()`；读取时用 `weights_only=True`
+# 安全的做法是：保存 `model.state_dict()`；读取时用 `weights_only=True`
 # 并给出 `map_location`（`"cpu"`、某个设备，或者像 `{"cuda:1": "cuda:0"}`
 # 这样的映射）；然后调用 `model.load_state_dict(...)`，再移动模型。
-# 先读到 CPU 上，还能避免一个很大的检查点在 GPU 上同时占两份显存。
+# 先读到 CPU 上，还能避免很大的检查点在 GPU 上占两份显存。
 
 # %% [markdown]
 # ## 练习 3：记录 1000 次乘法结果的范数
 #
-# 我们计算 1000 对 100 x 100 矩阵的乘积，并记录每个乘积的弗罗贝尼乌斯范数，
-# 用三种方式：
+# 我们计算 1000 对 100 x 100 矩阵的乘积，用三种方式记录每个乘积的弗罗贝尼乌斯范数：
 #
-# - **(a)** 每次乘法后调用 `.item()`，把一个 Python 浮点数追加到列表里；
+# - **(a)** 每次乘法后调用 `.item()`，存进 Python 列表；
 # - **(b)** 把每个范数写进设备上的一个张量，最后只把这个张量复制到主机一次；
 # - **(c)** 用一次批量乘法 `torch.bmm` 算出所有乘积，再一次算出所有范数。
 
@@ -233,12 +228,11 @@ def log_batched(a=a, b=b):  # (c)
 
 
 # %% [markdown]
-# 三种方式记录的数字必须相同。(b) 与 (a) 的运算完全一样；(c) 的批量乘法
-# 可能以另一种顺序做加法，所以只在舍入误差范围内一致。然后把 (b) 和 (c)
-# 分别与 (a) 比较计时，只用一个 CPU 线程。(b) 与 (a) 的区别只在于什么时候等待，
-# 所以用[第 07 课](07-summary.ipynb)的 25 % 范围：在共享的机器上，
-# 单是噪声就可能接近通常的 10 %。(c) 用 50 %：在 GPU 上批量计算应当快十倍以上，
-# 而在 CPU 上它的得失没有这么大，并且取决于机器。
+# 三种方式记录的数字必须相同：(b) 与 (a) 的运算完全一样；(c) 的批量乘法
+# 可能以另一种顺序做加法，只在舍入误差内一致。然后在一个 CPU 线程上把 (b) 和 (c)
+# 分别与 (a) 比较计时。(b) 与 (a) 只在何时等待上不同，用[第 07 课](07-summary.ipynb)的
+# 25 % 范围，因为共享机器上的噪声就可能接近通常的 10 %。(c) 用 50 %：在 GPU 上批量计算应当快十倍以上，
+# 在 CPU 上得失较小，并且取决于机器。
 
 # %%
 norms_a = torch.tensor(log_with_item())
@@ -248,7 +242,7 @@ print("(b) equals (a) exactly:", torch.equal(norms_b, norms_a))
 print("(c) equals (a) to 1e-4 (relative):", torch.allclose(norms_c, norms_a, rtol=1e-4))
 
 # %% tags=["nbval-ignore-output", "key-result"]
-against_a = [  # (b) and (c), each timed against (a); the check above was the warm-up
+against_a = [  # (b), (c) against (a), warmed up above
     d2l_gpu.compare(
         log_with_item,
         fn,
@@ -281,29 +275,29 @@ plt.show()
 
 
 # %% [markdown]
-# **在 CPU 上。** 操作在调用返回时就已完成，所以 `.item()` 读取的是一个已经在内存里的数：
-# 没有什么需要等待，(a) 和每一步多做一次 PyTorch 操作的 (b) 应当相同。
+# **在 CPU 上。** 操作在调用返回时就已完成，所以 `.item()` 读的是已在内存里的数：
+# 无需等待，(a) 和每步多做一次 PyTorch 操作的 (b) 应当相同。
 # (c) 只付一次而不是 3000 次调用开销，但要把 1000 个乘积全部写进内存，
 # 而循环的写法让每个小乘积一直留在缓存里。
 #
-# **在 GPU 上。** 一次调用只是把核函数*排进队列*就返回，所以在 (b) 中 Python 跑在前面，
-# GPU 依次执行这些核函数，最后那一次复制是唯一的等待。在 (a) 中，每次 `.item()`
-# 都要等乘法和范数算完、那四个字节传回主机。等待期间 PyTorch 会释放 Python 的
-# 全局解释器锁（GIL）：代价不在锁上，而在于循环停止了排队新工作，
-# GPU 只能空等 Python 启动下一次乘法。不过 GPU 算一次 100 x 100 乘法，
-# 远比 Python 把它排进队列快，所以在 (b) 中 GPU 在两步之间也会空闲，
-# (a) 和 (b) 很可能相同。(c) 总共只排几个核函数，应当遥遥领先。
+# **在 GPU 上。** 一次调用只是把核函数*排进队列*就返回，所以在 (b) 中 Python 跑在 GPU 前面，
+# 最后的复制是唯一的等待。在 (a) 中，每次 `.item()`
+# 都要等乘法和范数算完、四个字节传回主机。等待期间 PyTorch 会释放
+# 全局解释器锁（GIL）；代价在于循环停止了排队，
+# GPU 只能空等 Python 启动下一次乘法。不过 GPU 算一次 100 x 100 乘法
+# 远比 Python 排队快，所以在 (b) 中 GPU 在两步之间也会空闲，
+# (a) 和 (b) 很可能相同。(c) 只排几个核函数，应当遥遥领先。
 #
 # ## 练习 3（续）：等待在哪里有代价
 #
-# 每一步都要花主机一些时间把核函数排进队列，再花 GPU 一些时间执行它们。
-# 在 (b) 中两者重叠，每一步约花两者中较长的那个时间；在 (a) 中两者轮流进行，
-# 每一步花两者之和，再加一次往返。两者相等时差距最大，接近两倍的时间；
-# 任何一方占主导时，差距就很小。所以在 CUDA GPU 上，下一个单元格对逐渐增大的 n，
-# 测量 (b) 的一步所花的这两个时间：主机时间用时钟测，测的时候先让几次大矩阵乘法占住 GPU，
-# 使这些步骤只是排在它们后面；GPU 时间用两个 CUDA 事件夹住同样这些步骤来测。
-# 在两者最接近的 n 上，它再比较一次 (a) 和 (b)：1000 次乘法，轮流取自十对 n x n 矩阵。
-# CPU 上没有队列，两个时间是同一个时间，不会显现出新的东西。
+# 每一步都要花主机时间把核函数排进队列，再花 GPU 时间执行它们。
+# 在 (b) 中两者重叠，一步约花较长的那个；在 (a) 中两者轮流，
+# 一步花两者之和再加一次往返。两者相等时差距最大，接近两倍；
+# 任何一方占主导时差距很小。所以在 CUDA GPU 上，下一个单元格对逐渐增大的 n
+# 测量 (b) 的一步的这两个时间：主机时间用时钟测，同时让几次大矩阵乘法占住 GPU，
+# 使这些步骤只是排队；GPU 时间用两个 CUDA 事件测。
+# 在两者最接近的 n 上，它再比较一次 (a) 和 (b)，用轮流取自十对 n x n 矩阵的 1000 次乘法。
+# CPU 没有队列，所以不会显现新的东西。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 def host_and_device_seconds(step, steps=20):
@@ -312,16 +306,16 @@ def host_and_device_seconds(step, steps=20):
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     stream = torch.cuda.current_stream(device)
     step()  # warm-up
-    for products in (10, 40, 160):  # more, if the GPU ran out of work before the host did
+    for products in (10, 40, 160):  # more if the GPU ran dry first
         d2l_gpu.synchronize(device)
         for _ in range(products):
-            hold @ hold  # keeps the GPU busy while the steps are queued behind it
+            hold @ hold  # keeps the GPU busy
         start.record(stream)
         tik = time.perf_counter()
         for _ in range(steps):
             step()
         host = (time.perf_counter() - tik) / steps
-        queued = not start.query()  # the GPU had not reached the first step yet
+        queued = not start.query()  # GPU not yet at step one
         end.record(stream)
         end.synchronize()
         if queued:
@@ -330,9 +324,9 @@ def host_and_device_seconds(step, steps=20):
 
 
 if device.type == "cuda":
-    mismatch, per_step = {}, {}  # how far apart the two times are, on a log scale
+    mismatch, per_step = {}, {}  # |log(gpu / host)|
     print(f"{'n':>6} {'host per step':>14} {'GPU per step':>13}")
-    for k in range(16):  # n from 100 to 3200; each n doubles the arithmetic of the last
+    for k in range(16):  # n: 100 to 3200, doubling the arithmetic
         n = round(100 * 2 ** (k / 3))
         x, y, log = (torch.randn(*shape, device=device) for shape in ((n, n), (n, n), (1,)))
 
@@ -342,7 +336,7 @@ if device.type == "cuda":
         host, gpu = per_step[n] = host_and_device_seconds(step)
         print(f"{n:>6} {host * 1e6:>11.1f} us {gpu * 1e6:>10.1f} us")
         mismatch[n] = abs(math.log(gpu / host))
-        if gpu > host:  # larger only drifts further apart
+        if gpu > host:  # larger n only drifts apart
             break
     n = min(mismatch, key=mismatch.get)
     pairs = torch.randn(2, 10, n, n, device=device)
@@ -358,26 +352,25 @@ if device.type == "cuda":
     ))
 elif device.type == "cpu":
     print("no queue on the CPU: host and device time per step are one; nothing new to time")
-else:  # Apple MPS and others: asynchronous too, but timed here with CUDA events only
+else:  # e.g. Apple MPS: no CUDA events
     print(f"{device}: no CUDA events to time the GPU with; nothing new to time")
 
 # %% [markdown]
-# 在两者匹配的大小上，Python 排队花多久，GPU 就忙多久，只有 (b) 让两边同时工作：
-# (a) 应当明显更慢，接近两倍的时间。由此得出本节的规则：把记录留在设备上，成批地搬回。
+# 在两者匹配的大小上，Python 排队多久，GPU 就忙多久，只有 (b) 让两边同时工作：
+# (a) 应当明显更慢，最多慢到两倍。由此得出规则：把记录留在设备上，成批搬回。
 
 # %% [markdown]
 # ## 练习 4：在两块 GPU 上同时做两次乘法
 #
 # 核函数启动会立即返回，所以一个 Python 线程就能让两块 GPU 同时忙起来：
-# 在每块 GPU 上各启动一次乘法，然后等两者都完成。与在一块 GPU 上先后做这两次相比，
-# 时间应当接近减半。单元格会说明它测的是哪种情况：
+# 每块 GPU 上各一次乘法，再等两者完成，所花时间应当接近在一块 GPU 上先后做这两次的一半。
+# 单元格会说明它测的是哪种情况：
 #
 # - **两块或更多 GPU：** 就是这个实验本身，用较大的乘法；
-# - **一块 CUDA GPU：** 在它上面用两个 CUDA 流，让两次乘法*有可能*并行执行：
+# - **一块 CUDA GPU：** 用两个 CUDA 流，让两次乘法*有可能*并行执行：
 #   这是在一个设备上的重叠，不是跨两个设备的扩展；
 # - **没有 CUDA GPU**（完全没有，或只有没有可选流的 Apple MPS）：不计时。
-#   两个 CPU 线程固然可以充当替身，但它们测的是与机器上其他所有程序共享的 CPU 核心，
-#   而不是设备，结论也会随机器的负载而变。
+#   两个 CPU 线程测的是与其他程序共享的 CPU 核心，而不是设备，结论会随负载而变。
 
 # %%
 gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]
@@ -386,12 +379,12 @@ if len(gpus) >= 2:
     x, y = torch.randn(4096, 4096, device=gpus[0]), torch.randn(4096, 4096, device=gpus[1])
     x2 = y.to(gpus[0])
 
-    def in_sequence():  # both products on the first GPU
+    def in_sequence():  # both on the first GPU
         x @ x
         x2 @ x2
         d2l_gpu.synchronize(gpus[0])
 
-    def at_once():  # one product on each GPU: the second launch does not wait for the first
+    def at_once():  # one per GPU; launches do not wait
         x @ x
         y @ y
         d2l_gpu.synchronize(gpus[0])
@@ -402,14 +395,13 @@ elif gpus and gpus[0].type == "cuda":
     x, y = torch.randn(4096, 4096, device=gpus[0]), torch.randn(4096, 4096, device=gpus[0])
     streams = [torch.cuda.Stream(gpus[0]), torch.cuda.Stream(gpus[0])]
 
-    def in_sequence():  # both products on the default stream, one after the other
+    def in_sequence():  # both on the default stream, in turn
         x @ x
         y @ y
         d2l_gpu.synchronize(gpus[0])
 
-    def at_once():  # one product per stream: the GPU may overlap them
-        # Leaving torch.cuda.stream() makes the device that was current on entry current
-        # again (cuda:0 by default); inside torch.cuda.device(...) that is our own GPU.
+    def at_once():  # one product per stream; may overlap
+        # on exit, torch.cuda.stream() restores our GPU, not cuda:0
         with torch.cuda.device(gpus[0]):
             for stream, m in zip(streams, (x, y), strict=True):
                 stream.wait_stream(torch.cuda.current_stream())  # x and y are ready
@@ -418,13 +410,13 @@ elif gpus and gpus[0].type == "cuda":
         d2l_gpu.synchronize(gpus[0])
 
 else:
-    setting = None  # no CUDA GPU: no two devices, and no streams to run side by side
+    setting = None  # no CUDA GPU: nothing to run side by side
 
 # %% tags=["nbval-ignore-output", "key-result"]
 if setting is None:
     print(f"no CUDA GPU ({device}): nothing to run at once on two devices, so nothing is timed")
 else:
-    # Each function waits for its own devices, so the clock needs no device to wait for.
+    # each function waits for its devices itself
     cmp = d2l_gpu.compare(
         in_sequence,
         at_once,
@@ -450,19 +442,19 @@ if setting is not None:
 
 # %% [markdown]
 # 有两块 GPU 时，预期加速比接近 2：唯一共享的工作是 Python 启动两个核函数。
-# 只有一块 GPU、用两个流时，预期没有收益：两个流共享同一批运算单元，
-# 而一次大乘法已经让它们很忙了，所以应当出现的结论是“agree”。
+# 只有一块 GPU、用两个流时，预期没有收益，结论为“agree”：两个流共享同一批运算单元，
+# 而一次大乘法已经让它们很忙了。
 
 # %% [markdown]
 # ## 本课小结
 #
-# - GPU 在大乘法上占优，在很小的乘法上吃亏：无论大小，每次调用都要付启动的开销，
-#   读取结果时还要付等待的开销。
+# - GPU 在大乘法上占优，在很小的乘法上吃亏：无论大小，每次调用都要付启动开销，
+#   读取结果还要等待。
 # - 保存 `state_dict`，读取时用 `weights_only=True` 和 `map_location`，
 #   在 GPU 上保存的检查点就能在任何地方打开。
-# - 循环里的 `.item()` 在 CPU 上代价很小；在 GPU 上，它让循环每一步都停止排队工作，
-#   当一步的主机时间和 GPU 时间相等时代价最大。把数值留在设备上，最后一次搬回。
-# - 两块 GPU 可以同时做两次乘法；一块 GPU 上的两个流是另一种实验，输出里也如实标明。
+# - 循环里的 `.item()` 在 CPU 上代价很小；在 GPU 上，它让循环每一步都停止排队，
+#   一步的主机时间和 GPU 时间相等时代价最大。把数值留在设备上，一次搬回。
+# - 两块 GPU 可以同时做两次乘法；一块 GPU 上的两个流是另一种实验，输出如实标明。
 #
 # 下一篇：[09 – 走出一台机器](09-beyond-one-machine.ipynb)，每个设备一个进程，
-# 让各进程把它们的张量加起来。
+# 并把它们的张量加起来。

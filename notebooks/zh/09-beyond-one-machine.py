@@ -72,7 +72,7 @@ from d2l_gpu import distributed
 DEMO = Path("..", "scripts", "all_reduce_demo.py")
 if "google.colab" in sys.modules and not DEMO.is_file():  # Colab opened this notebook alone
     clone = Path("d2l-gpu")
-    if not clone.is_dir():  # a second run finds the clone of the first
+    if not clone.is_dir():  # a second run reuses the first one's clone
         url = "https://github.com/d2l-gpu/d2l-gpu"
         subprocess.run(["git", "clone", "--quiet", "--depth", "1", url, str(clone)], check=True)
     DEMO = clone / "notebooks" / "scripts" / "all_reduce_demo.py"
