@@ -119,12 +119,12 @@ def test_every_language_has_notebook_sources():
     assert {p.parent.name for p in LESSON_SOURCES} == {"en", "zh"}
 
 
-def run_lesson(path: Path, env: dict, touched: Path | None = None) -> None:
-    before = notebooks_snapshot()
+def run_script(path: Path, env: dict) -> subprocess.CompletedProcess:
+    """``python lesson.py`` in the lesson's folder, bounded by TIMEOUT."""
     # Agg: figures are drawn but never shown, as on a machine without a display.
     env = {**env, "MPLBACKEND": "Agg"}
     try:
-        proc = subprocess.run(
+        return subprocess.run(
             [sys.executable, path.name],
             cwd=path.parent,
             env=env,
@@ -134,6 +134,11 @@ def run_lesson(path: Path, env: dict, touched: Path | None = None) -> None:
         )
     except subprocess.TimeoutExpired:
         pytest.fail(f"python {path.name} still running after {TIMEOUT} s")
+
+
+def run_lesson(path: Path, env: dict, touched: Path | None = None) -> None:
+    before = notebooks_snapshot()
+    proc = run_script(path, env)
     if touched is not None and touched.exists():
         calls = sorted(set(touched.read_text(encoding="utf-8").split()))
         pytest.fail(f"python {path.name} under D2L_DEVICE=cpu touched CUDA: {', '.join(calls)}")
@@ -151,6 +156,12 @@ def fake_cuda(tmp_path_factory) -> dict:
     (folder / "sitecustomize.py").write_text(FAKE_CUDA, encoding="utf-8")
     path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH")) if p)
     return {**os.environ, "PYTHONPATH": path, "D2L_DEVICE": "cpu"}
+
+
+def may_start(fake_cuda: dict, log: Path) -> dict:
+    """The pretend GPU offered to the helpers, and CUDA allowed to start on it."""
+    env = {k: v for k, v in fake_cuda.items() if k != "D2L_DEVICE"}
+    return {**env, "D2L_FAKE_CUDA_MAY_START": "1", "D2L_TOUCHED_CUDA_LOG": str(log)}
 
 
 def test_the_pretend_gpu_is_seen_and_guarded(fake_cuda, tmp_path):
@@ -224,11 +235,12 @@ def test_the_allocator_counters_refuse_until_cuda_has_started(
 ):
     """A script that resets the counters before CUDA starts fails here as on a GPU."""
     log = tmp_path / "touched.log"
-    env = {k: v for k, v in fake_cuda.items() if k != "D2L_DEVICE"}
-    env.update(D2L_FAKE_CUDA_MAY_START="1", D2L_TOUCHED_CUDA_LOG=str(log))
     script = f"import torch\ngpu = torch.device('cuda', 0)\n{code}\nprint('got past')\n"
     run = subprocess.run(
-        [sys.executable, "-W", "ignore", "-c", script], env=env, capture_output=True, text=True
+        [sys.executable, "-W", "ignore", "-c", script],
+        env=may_start(fake_cuda, log),
+        capture_output=True,
+        text=True,
     )
     if passes:
         assert run.returncode == 0 and run.stdout == "got past\n", run.stderr
@@ -278,16 +290,7 @@ def test_a_lesson_starts_cuda_before_it_resets_the_counters(path, fake_cuda, tmp
     CPU build of torch cannot make; a reset before the start would have stopped it first.
     """
     log = tmp_path / "touched.log"
-    env = {k: v for k, v in fake_cuda.items() if k != "D2L_DEVICE"}
-    env.update(D2L_FAKE_CUDA_MAY_START="1", D2L_TOUCHED_CUDA_LOG=str(log), MPLBACKEND="Agg")
-    run = subprocess.run(
-        [sys.executable, path.name],
-        cwd=path.parent,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    run = run_script(path, may_start(fake_cuda, log))
     refused = log.read_text(encoding="utf-8").split() if log.exists() else []
     assert not [name for name in refused if _RESETS.search(name)], (
         f"python {path.name} reset the allocator's counters before CUDA started: {refused}"
