@@ -11,6 +11,7 @@ from .devices import (
     try_all_gpus,
     try_gpu,
 )
+from .overlap import host_and_device_seconds
 from .report import device_info, device_report
 from .timing import Benchmark, Measurement, Timer, benchmark
 
@@ -30,6 +31,7 @@ __all__ = [
     "device_info",
     "device_report",
     "gpu",
+    "host_and_device_seconds",
     "num_gpus",
     "synchronize",
     "try_all_gpus",

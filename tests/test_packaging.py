@@ -69,11 +69,12 @@ def test_public_api_is_what_another_chapter_imports():
         ["cpu", "gpu", "num_gpus", "try_gpu", "try_all_gpus", "Timer", "Benchmark"]
         + ["synchronize", "benchmark", "Measurement", "device_report", "device_info"]
         + ["accelerator_type", "ENV_VAR", "__version__", "compare", "Comparison"]
+        + ["host_and_device_seconds"]
     )
     for name in d2l_gpu.__all__:
         assert hasattr(d2l_gpu, name), name
     public = {name for name in vars(d2l_gpu) if not name.startswith("_")}
-    modules = {"comparison", "devices", "distributed", "report", "timing"}
+    modules = {"comparison", "devices", "distributed", "overlap", "report", "timing"}
     assert public - modules == set(d2l_gpu.__all__) - {"__version__"}
 
 

@@ -79,7 +79,6 @@ print("training on", device)
 # %%
 import functools
 import math
-import time
 
 from torch import nn
 
@@ -119,7 +118,6 @@ each_step, at_the_end = train(make_step(16), True), train(make_step(16), False)
 print("same losses both ways:", each_step == at_the_end)
 print("loss went down:", at_the_end[-1] < at_the_end[0])
 
-
 # %% [markdown]
 # ## When waiting costs
 #
@@ -135,42 +133,20 @@ print("loss went down:", at_the_end[-1] < at_the_end[0])
 #
 # So on a CUDA GPU the next cell measures both times per step for growing widths:
 # the host's with the clock, while large products keep the GPU busy so that the
-# steps only queue; the GPU's with two CUDA events around those same steps. It
-# takes the width where the two match. On a CPU there is no queue: a call returns
-# when its work is done, host and device time are one, and every width behaves
-# like width 16, so the cell keeps that width only.
+# steps only queue; the GPU's with two CUDA events around those same steps
+# (`d2l_gpu.host_and_device_seconds` does both). It takes the width where the
+# two match. On a CPU there is no queue: a call returns when its work is done,
+# host and device time are one, and every width behaves like width 16, so the
+# cell keeps that width only.
 
 # %% tags=["nbval-ignore-output"]
-def host_and_device_seconds(step, steps=20):
-    """Seconds per call of step(): to queue it on the host, and to run it on the GPU."""
-    hold = torch.randn(4096, 4096, device=device)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    stream = torch.cuda.current_stream(device)
-    step()  # warm-up
-    for products in (10, 40, 160):  # more, if the GPU ran out of work before the host did
-        d2l_gpu.synchronize(device)
-        for _ in range(products):
-            hold @ hold  # keeps the GPU busy while the steps are queued behind it
-        start.record(stream)
-        tik = time.perf_counter()
-        for _ in range(steps):
-            step()
-        host = (time.perf_counter() - tik) / steps
-        queued = not start.query()  # the GPU had not reached the first step yet
-        end.record(stream)
-        end.synchronize()
-        if queued:
-            break
-    return host, start.elapsed_time(end) / 1e3 / steps
-
-
 widths, per_step = [16], {}  # the width above; host and GPU seconds per step
 if device.type == "cuda":
     mismatch = {}  # how far apart the two times are, on a log scale
     print(f"{'width':>6} {'host per step':>14} {'GPU per step':>13}")
     for k in range(15):  # widths 32 to 4096, by factors of sqrt(2)
         width = round(32 * 2 ** (k / 2))
-        host, gpu = per_step[width] = host_and_device_seconds(make_step(width))
+        host, gpu = per_step[width] = d2l_gpu.host_and_device_seconds(make_step(width), device)
         print(f"{width:>6} {host * 1e6:>11.1f} us {gpu * 1e6:>10.1f} us")
         mismatch[width] = abs(math.log(gpu / host))
         if gpu > host:  # wider only drifts further apart

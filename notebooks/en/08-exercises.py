@@ -57,7 +57,6 @@ import math
 import os
 import pickle
 import tempfile
-import time
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -283,7 +282,6 @@ ax.set(xlabel=f"milliseconds for 1000 products on {device} (linear scale)")
 ax.set_title("Median; bars: q1 to q3")
 plt.show()
 
-
 # %% [markdown]
 # **On a CPU.** An operation is done when its call returns, so `.item()` reads a
 # number already in memory: nothing to wait for, and (a) and (b), with one more
@@ -307,34 +305,11 @@ plt.show()
 # twice the time, when the two are equal, and small when either dominates. So on
 # a CUDA GPU the next cell measures both, for one step of (b) at growing n: the
 # host's by the clock, with large products keeping the GPU busy so the steps only
-# queue; the GPU's by two CUDA events. Where they
+# queue; the GPU's by two CUDA events (`d2l_gpu.host_and_device_seconds`). Where they
 # match best it times (a) against (b) again, on 1000 products taken in turn from
 # ten pairs of n x n matrices. A CPU has no queue, so nothing new can show.
 
 # %% tags=["nbval-ignore-output", "key-result"]
-def host_and_device_seconds(step, steps=20):
-    """Seconds per call of step(): to queue it on the host, and to run it on the GPU."""
-    hold = torch.randn(4096, 4096, device=device)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    stream = torch.cuda.current_stream(device)
-    step()  # warm-up
-    for products in (10, 40, 160):  # more if the GPU ran dry first
-        d2l_gpu.synchronize(device)
-        for _ in range(products):
-            hold @ hold  # keeps the GPU busy
-        start.record(stream)
-        tik = time.perf_counter()
-        for _ in range(steps):
-            step()
-        host = (time.perf_counter() - tik) / steps
-        queued = not start.query()  # GPU not yet at step one
-        end.record(stream)
-        end.synchronize()
-        if queued:
-            break
-    return host, start.elapsed_time(end) / 1e3 / steps
-
-
 if device.type == "cuda":
     mismatch, per_step = {}, {}  # |log(gpu / host)|
     print(f"{'n':>6} {'host per step':>14} {'GPU per step':>13}")
@@ -345,7 +320,7 @@ if device.type == "cuda":
         def step(x=x, y=y, log=log):  # one step of (b)
             log[0] = torch.linalg.matrix_norm(x @ y)
 
-        host, gpu = per_step[n] = host_and_device_seconds(step)
+        host, gpu = per_step[n] = d2l_gpu.host_and_device_seconds(step, device)
         print(f"{n:>6} {host * 1e6:>11.1f} us {gpu * 1e6:>10.1f} us")
         mismatch[n] = abs(math.log(gpu / host))
         if gpu > host:  # larger n only drifts apart

@@ -72,7 +72,6 @@ print("training on", device)
 # %%
 import functools
 import math
-import time
 
 from torch import nn
 
@@ -112,7 +111,6 @@ each_step, at_the_end = train(make_step(16), True), train(make_step(16), False)
 print("same losses both ways:", each_step == at_the_end)
 print("loss went down:", at_the_end[-1] < at_the_end[0])
 
-
 # %% [markdown]
 # ## 等待什么时候有代价
 #
@@ -126,41 +124,18 @@ print("loss went down:", at_the_end[-1] < at_the_end[0])
 #
 # 所以在 CUDA GPU 上，下一个单元格对逐渐加宽的网络测量每一步的这两个时间：
 # 主机时间用时钟测，测的时候先让几次大矩阵乘法占住 GPU，使这些步骤只是排进队列；
-# GPU 时间用两个 CUDA 事件夹住同样这些步骤来测。然后取两者最接近的宽度。
+# GPU 时间用两个 CUDA 事件夹住同样这些步骤来测（两者都由 `d2l_gpu.host_and_device_seconds` 完成）。然后取两者最接近的宽度。
 # CPU 上没有队列：调用返回时工作就已完成，主机时间和设备时间是同一个时间，
 # 任何宽度的表现都和宽度 16 一样，所以单元格只保留那个宽度。
 
 # %% tags=["nbval-ignore-output"]
-def host_and_device_seconds(step, steps=20):
-    """Seconds per call of step(): to queue it on the host, and to run it on the GPU."""
-    hold = torch.randn(4096, 4096, device=device)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    stream = torch.cuda.current_stream(device)
-    step()  # warm-up
-    for products in (10, 40, 160):  # more, if the GPU ran out of work before the host did
-        d2l_gpu.synchronize(device)
-        for _ in range(products):
-            hold @ hold  # keeps the GPU busy while the steps are queued behind it
-        start.record(stream)
-        tik = time.perf_counter()
-        for _ in range(steps):
-            step()
-        host = (time.perf_counter() - tik) / steps
-        queued = not start.query()  # the GPU had not reached the first step yet
-        end.record(stream)
-        end.synchronize()
-        if queued:
-            break
-    return host, start.elapsed_time(end) / 1e3 / steps
-
-
 widths, per_step = [16], {}  # the width above; host and GPU seconds per step
 if device.type == "cuda":
     mismatch = {}  # how far apart the two times are, on a log scale
     print(f"{'width':>6} {'host per step':>14} {'GPU per step':>13}")
     for k in range(15):  # widths 32 to 4096, by factors of sqrt(2)
         width = round(32 * 2 ** (k / 2))
-        host, gpu = per_step[width] = host_and_device_seconds(make_step(width))
+        host, gpu = per_step[width] = d2l_gpu.host_and_device_seconds(make_step(width), device)
         print(f"{width:>6} {host * 1e6:>11.1f} us {gpu * 1e6:>10.1f} us")
         mismatch[width] = abs(math.log(gpu / host))
         if gpu > host:  # wider only drifts further apart

@@ -53,7 +53,6 @@ import math
 import os
 import pickle
 import tempfile
-import time
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -273,7 +272,6 @@ ax.set(xlabel=f"milliseconds for 1000 products on {device} (linear scale)")
 ax.set_title("Median; bars: q1 to q3")
 plt.show()
 
-
 # %% [markdown]
 # **在 CPU 上。** 操作在调用返回时就已完成，所以 `.item()` 读的是已在内存里的数：
 # 无需等待，(a) 和每步多做一次 PyTorch 操作的 (b) 应当相同。
@@ -295,34 +293,11 @@ plt.show()
 # 一步花两者之和再加一次往返。两者相等时差距最大，接近两倍；
 # 任何一方占主导时差距很小。所以在 CUDA GPU 上，下一个单元格对逐渐增大的 n
 # 测量 (b) 的一步的这两个时间：主机时间用时钟测，同时让几次大矩阵乘法占住 GPU，
-# 使这些步骤只是排队；GPU 时间用两个 CUDA 事件测。
+# 使这些步骤只是排队；GPU 时间用两个 CUDA 事件测（`d2l_gpu.host_and_device_seconds`）。
 # 在两者最接近的 n 上，它再比较一次 (a) 和 (b)，用轮流取自十对 n x n 矩阵的 1000 次乘法。
 # CPU 没有队列，所以不会显现新的东西。
 
 # %% tags=["nbval-ignore-output", "key-result"]
-def host_and_device_seconds(step, steps=20):
-    """Seconds per call of step(): to queue it on the host, and to run it on the GPU."""
-    hold = torch.randn(4096, 4096, device=device)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    stream = torch.cuda.current_stream(device)
-    step()  # warm-up
-    for products in (10, 40, 160):  # more if the GPU ran dry first
-        d2l_gpu.synchronize(device)
-        for _ in range(products):
-            hold @ hold  # keeps the GPU busy
-        start.record(stream)
-        tik = time.perf_counter()
-        for _ in range(steps):
-            step()
-        host = (time.perf_counter() - tik) / steps
-        queued = not start.query()  # GPU not yet at step one
-        end.record(stream)
-        end.synchronize()
-        if queued:
-            break
-    return host, start.elapsed_time(end) / 1e3 / steps
-
-
 if device.type == "cuda":
     mismatch, per_step = {}, {}  # |log(gpu / host)|
     print(f"{'n':>6} {'host per step':>14} {'GPU per step':>13}")
@@ -333,7 +308,7 @@ if device.type == "cuda":
         def step(x=x, y=y, log=log):  # one step of (b)
             log[0] = torch.linalg.matrix_norm(x @ y)
 
-        host, gpu = per_step[n] = host_and_device_seconds(step)
+        host, gpu = per_step[n] = d2l_gpu.host_and_device_seconds(step, device)
         print(f"{n:>6} {host * 1e6:>11.1f} us {gpu * 1e6:>10.1f} us")
         mismatch[n] = abs(math.log(gpu / host))
         if gpu > host:  # larger n only drifts apart
