@@ -812,6 +812,11 @@ def _machine_line(manifest: dict) -> str:
     return f"{', '.join(parts)}: `{manifest['how']}` of {manifest['date']}{commit}"
 
 
+def _lesson_names(manifest: dict, states: dict[str, str]) -> list[str]:
+    """Every lesson a machine's table lists: those it ran, and those there are now."""
+    return sorted({key.split("/", 1)[1] for key in [*manifest["lessons"], *states]})
+
+
 def render_readme(root: Path = ROOT) -> str:
     """The body of README.md's "What a GPU shows"."""
     found = _found(root)
@@ -847,10 +852,7 @@ def render_readme(root: Path = ROOT) -> str:
             for note in manifest["figures_notes"]:
                 lines += ["", note]
         lines += ["", "| lesson | en | zh |", "| --- | --- | --- |"]
-        names = sorted(
-            {k.split("/")[1] for k in manifest["lessons"]} | {k.split("/")[1] for k in states}
-        )
-        for name in names:
+        for name in _lesson_names(manifest, states):
             cells = []
             for lang in LANGUAGES:
                 key = f"{lang}/{name}"
@@ -907,8 +909,7 @@ def render_index(root: Path = ROOT) -> str:
         commit = f", commit `{manifest['commit']}`" if manifest.get("commit") else ""
         lines += ["", f"### {_heading(manifest['machine'])} ({manifest['date']}{commit})", ""]
         lines += ["| # | English | 中文 |", "| --- | --- | --- |"]
-        names = sorted({k.split("/")[1] for k in list(manifest["lessons"]) + list(states)})
-        for name in names:
+        for name in _lesson_names(manifest, states):
             cells = []
             for lang in LANGUAGES:
                 key = f"{lang}/{name}"
