@@ -78,7 +78,7 @@ sync: $(STAMP) ## render Colab links from pyproject, then pair every .py with it
 	$(PY) -m jupytext --sync $(NOTEBOOK_SOURCES)
 
 execute: $(STAMP) ## refresh the stored outputs of every notebook (seeded, CPU)
-	$(PY) .ci/execute_notebooks.py $(NOTEBOOK_SOURCES)
+	$(PY) tools/execute.py $(NOTEBOOK_SOURCES)
 
 # Two runs of every lesson as a script (about twice `make execute`): the outcome of each
 # compare() verdict must not change between them. Run it on a quiet machine.

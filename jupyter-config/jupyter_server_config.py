@@ -28,7 +28,7 @@ if token := os.environ.pop("JUPYTER_TOKEN", None):
 # Jupytext looks for jupytext.toml only inside the server's root (notebooks/), so the
 # repository's file is handed to it here: the same pairing and metadata filters as
 # `make sync`, so saving in JupyterLab writes both files of a pair and a clean .py.
-for name, value in parse_jupytext_configuration_file(str(REPOSITORY / "jupytext.toml")).items():
+for name, value in parse_jupytext_configuration_file(str(REPOSITORY / "notebooks" / "jupytext.toml")).items():
     setattr(c.JupytextConfiguration, name, value)
 
 # Each lesson is listed once, as its .py; opening it shows the stored outputs of the

@@ -139,7 +139,7 @@ def _check_saved_pair(script: Path, stored: Path, original_script: str) -> None:
     text = script.read_text(encoding="utf-8")
     assert text == original_script, "saving changed the .py (metadata noise or a lost edit)"
     notebook = nbformat.read(stored, as_version=4)
-    config = load_jupytext_configuration_file(str(REPOSITORY / "jupytext.toml"))
+    config = load_jupytext_configuration_file(str(REPOSITORY / "notebooks" / "jupytext.toml"))
     converted = jupytext.writes(notebook, fmt="py:percent", config=config)
     assert converted == text, "the saved .ipynb and .py differ"
 
