@@ -1,0 +1,160 @@
+"""Publish what a GPU printed: python tools/publish_gpu.py [REPORT]
+
+With a gpu-check report folder, the lessons that passed there are copied, their
+metadata cleaned, into notebooks/gpu/<machine>/{en,zh}/ (the folder is replaced), with
+manifest.json: the machine's facts and, per lesson, its file. Then, with or without a
+report, notebooks/gpu/README.md is generated from every machine's manifest: the
+machine, and per lesson its key results (cells tagged key-result) and how many of the
+current lesson's code cells are exactly what that machine ran. That page is the only
+generated file; the lessons link to it with a static line.
+"""
+
+import json
+import re
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+FACTS = ["gpus", "driver", "torch", "cuda", "python", "date", "commit"]
+KEY_TAG, KEY_LINES = "key-result", 12
+
+
+def clean(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Only what a reader needs: the kernel, each cell's tags, the outputs as run."""
+    notebook.metadata = {k: notebook.metadata[k] for k in ["kernelspec"] if k in notebook.metadata}
+    for cell in notebook.cells:
+        tags = cell.metadata.get("tags")
+        cell.metadata = {"tags": tags} if tags else {}
+    return notebook
+
+
+def publish(report: Path, notebooks: Path = NOTEBOOKS, machine: str | None = None) -> Path:
+    """Copy a report's passed lessons into notebooks/gpu/<machine>/; return that folder."""
+    run = json.loads((report / "run.json").read_text(encoding="utf-8"))
+    if not run.get("gpus"):
+        raise SystemExit(f"{report}: this run had no GPU, so there is nothing to publish")
+    machine = machine or re.sub(r"[^a-z0-9]+", "-", run["gpus"][0].lower()).strip("-")
+    folder = notebooks / "gpu" / machine
+    shutil.rmtree(folder, ignore_errors=True)
+    lessons = {}
+    for step in run["steps"]:
+        executed = report / "executed" / f"{step['step']}.ipynb"
+        if step["outcome"] == "passed" and executed.is_file():
+            notebook = clean(nbformat.read(executed, as_version=4))
+            target = folder / f"{step['step']}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(notebook, target)
+            lessons[step["step"]] = f"{step['step']}.ipynb"
+    if not lessons:
+        raise SystemExit(f"{report}: no lesson passed, so there is nothing to publish")
+    manifest = {"machine": machine, **{k: run.get(k) for k in FACTS}, "lessons": lessons}
+    text = json.dumps(manifest, indent=1, ensure_ascii=False)
+    (folder / "manifest.json").write_text(text + "\n", encoding="utf-8")
+    return folder
+
+
+def key_results(notebook: nbformat.NotebookNode) -> list[str]:
+    """The text printed by cells tagged key-result, at most KEY_LINES lines a cell."""
+    lines = []
+    for cell in notebook.cells:
+        if KEY_TAG in cell.metadata.get("tags", []):
+            text = "".join(
+                o.get("text", "") or o.get("data", {}).get("text/plain", "")
+                for o in cell.get("outputs", [])
+            )
+            lines += text.strip().splitlines()[:KEY_LINES]
+    return lines
+
+
+def code_cells(notebook: nbformat.NotebookNode) -> list[str]:
+    return [c.source.strip() for c in notebook.cells if c.cell_type == "code"]
+
+
+def as_run(published: nbformat.NotebookNode, current: Path) -> str:
+    """'7 of 9': how many of the current lesson's code cells that machine ran as they are."""
+    lesson = code_cells(nbformat.read(current, as_version=4)) if current.is_file() else []
+    ran, same = Counter(code_cells(published)), 0
+    for source in lesson:  # each published cell vouches for one current cell at most
+        if ran[source]:
+            ran[source] -= 1
+            same += 1
+    return f"{same} of {len(lesson)}"
+
+
+def title(lesson: Path) -> str:
+    """'04 – Asynchrony and transfers', from the lesson's first heading."""
+    notebook = nbformat.read(lesson, as_version=4)
+    heading = notebook.cells[0].source.splitlines()[0].lstrip("# ").split(":")[0]
+    return f"{lesson.stem[:2]} – {heading}"
+
+
+def render(notebooks: Path = NOTEBOOKS) -> str:
+    """notebooks/gpu/README.md, from each machine's manifest.json and the current lessons."""
+    lines = [
+        "# What a GPU printed for these lessons / 各课在 GPU 上打印的结果",
+        "",
+        "Each folder holds the lessons as `make gpu-check` executed them on one machine,",
+        "published by `make gpu-publish` (`tools/publish_gpu.py`, which generates this page).",
+        "They are records to read; the lessons to edit and run are in `../en/` and `../zh/`.",
+        '"As run" counts the current lesson\'s code cells whose code is exactly what that',
+        "machine ran (counted when this page was generated); other cells' outputs there come",
+        "from older code or are missing.",
+        "",
+        "每个目录是 `make gpu-check` 在一台机器上执行过的各课，只供阅读；"
+        "“as run” 是当前课程中与那台机器运行时完全相同的代码单元格数。",
+    ]
+    current = sorted(notebooks.glob("en/[0-9]*.ipynb"))
+    for manifest_path in sorted(notebooks.glob("gpu/*/manifest.json")):
+        m = json.loads(manifest_path.read_text(encoding="utf-8"))
+        folder = manifest_path.parent
+        gpus = ", ".join(f"{n} × {name}" for name, n in Counter(m["gpus"]).items())
+        lines += ["", f"## {gpus} (`{folder.name}/`)", ""]
+        lines += [
+            f"Driver {m['driver']}, torch {m['torch']} (CUDA {m['cuda']}), Python {m['python']};"
+            f" run on {m['date']} at commit {m['commit'] or 'unknown'}.",
+            *[f"\n{note}" for note in m.get("notes", [])],
+            "",
+            "| lesson | en: code cells as run | zh: code cells as run |",
+            "| --- | --- | --- |",
+        ]
+        keys = []
+        for lesson in current:
+            row = [title(lesson)]
+            for language in ("en", "zh"):
+                name = f"{language}/{lesson.stem}"
+                if name not in m["lessons"]:
+                    row.append("not run on this machine")
+                    continue
+                published = nbformat.read(folder / m["lessons"][name], as_version=4)
+                counted = as_run(published, notebooks / f"{name}.ipynb")
+                row.append(f"[{counted}]({folder.name}/{m['lessons'][name]})")
+                if found := key_results(published):
+                    keys += ["", f"{title(lesson)} ({language}):", "", "```", *found, "```"]
+            lines.append("| " + " | ".join(row) + " |")
+        if keys:
+            lines += [
+                "",
+                "Key results (the cells tagged `key-result`, as this machine printed them):",
+            ]
+            lines += keys
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if argv and argv[0].startswith("-"):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    if argv:
+        print(f"published {publish(Path(argv[0]))}")
+    (NOTEBOOKS / "gpu" / "README.md").write_text(render(), encoding="utf-8")
+    print("wrote notebooks/gpu/README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
