@@ -526,7 +526,7 @@ def test_the_folder_check_catches_machine_folders(text):
 # Words the glossary replaces: calques, and the second word of a pair where it keeps one.
 _CALQUES = re.compile(
     r"普通行|Python 数(?![值组据字])|中位时间|翻上|调度器|分派器|普通笔记本|误差线|本章"
-    r"|Frobenius\s*范数(?!）)|锁页批量|热身|竞争|遥遥领先|交出|变成实物|这份 ?PyTorch|要的比"
+    r"|Frobenius\s*范数|锁页批量|热身|竞争|遥遥领先|交出|变成实物|这份 ?PyTorch|要的比"
     r"|(?:CPU|GPU|设备)\s*(?:上)?起步|时钟(?:必须|要|得)?等|(?:启动|亲手启动) ?CUDA|CUDA ?启动"
     r"|第[一二三四五六七八九十]课"
     r"|它所服务的计算|损失掉的是队列|成大块地搬运|结果永远是假"
