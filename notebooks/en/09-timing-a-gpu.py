@@ -1,0 +1,269 @@
+# %% [markdown]
+# # Timing a GPU: clocks that wait, and one rule for comparing
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/09-timing-a-gpu.ipynb)
+#
+# What a GPU printed for these lessons: [notebooks/gpu](../gpu/README.md).
+#
+# *Beyond the book: this lesson goes past the chapter.*
+#
+# **What you will learn**
+#
+# - why a plain clock lies on a GPU: it measures the launch, not the work;
+# - `d2l_gpu.Timer`, the book's timer, made to wait for the device, and
+#   `d2l_gpu.benchmark`, which warms up and reports a median and its spread;
+# - what CUDA events measure, including what they do *not* leave out;
+# - the one rule `d2l_gpu.compare` uses in every lesson, and its band.
+#
+# **What you need**
+#
+# - [04 – Asynchrony and transfers](04-asynchrony-and-transfers.ipynb), which
+#   shows that a GPU works through a queue while Python runs ahead. A GPU is
+#   optional: on a CPU every cell runs, and the text says what a GPU shows.
+
+# %% tags=["nbval-ignore-output"]
+import sys
+
+if "google.colab" in sys.modules:  # Colab: add d2l_gpu and keep Colab's own torch
+    get_ipython().run_line_magic(
+        "pip", "install --quiet --no-deps git+https://github.com/d2l-gpu/d2l-gpu"
+    )
+
+import torch
+
+import d2l_gpu
+
+torch.manual_seed(0)
+print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
+print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+if d2l_gpu.num_gpus() == 0:
+    print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
+
+# %% [markdown]
+# ## A plain clock measures the launch
+#
+# On a GPU, `torch.matmul` checks its arguments, puts a kernel in the device's
+# queue and returns. A clock read right after the call therefore tells you how
+# long it took to *launch* the work, not to do it. The cell reads the clock
+# twice around ten products: once when the loop returns, once after
+# `d2l_gpu.synchronize(device)` has waited for the queue to empty. Three calls
+# before the clock starts are a *warm-up*: the first calls of a kernel pay for
+# choosing an algorithm and allocating memory, which later calls do not.
+#
+# On a CPU the product is computed inside the call, so the two readings agree.
+# On a GPU the first reading is only a small fraction of the second.
+
+# %% tags=["nbval-ignore-output"]
+import time
+
+device = d2l_gpu.try_gpu()
+n = 256 if device.type == "cpu" else 4096  # a GPU needs large work to stay busy
+a = torch.randn(n, n, device=device)
+c = torch.empty_like(a)
+for _ in range(3):  # warm-up
+    torch.matmul(a, a, out=c)
+d2l_gpu.synchronize(device)
+
+start = time.perf_counter()
+for _ in range(10):
+    torch.matmul(a, a, out=c)
+launched = time.perf_counter() - start  # Python is done; the device may not be
+d2l_gpu.synchronize(device)
+finished = time.perf_counter() - start
+print(f"10 products of {n}x{n} on {device}:")
+print(f"  clock read when the loop returned: {launched * 1e3:8.2f} ms")
+print(f"  clock read after waiting:          {finished * 1e3:8.2f} ms")
+
+# %% [markdown]
+# ## `Timer`: the book's clock, waiting for the device
+#
+# The book times its experiments with a small `Timer` class (`start`, `stop`,
+# `avg`, `sum`, `cumsum`). Its version reads the clock without waiting, so on a
+# GPU it times launches. `d2l_gpu.Timer` keeps the same names but waits for the
+# device before every reading. Repeating the measurement a few times shows the
+# next problem: the readings differ.
+
+# %% tags=["nbval-ignore-output"]
+timer = d2l_gpu.Timer(device)  # starts at once, after the device is idle
+for _ in range(10):
+    torch.matmul(a, a, out=c)
+print(f"one reading: {timer.stop() * 1e3:.2f} ms for 10 products")
+for _ in range(4):
+    timer.start()
+    for _ in range(10):
+        torch.matmul(a, a, out=c)
+    timer.stop()
+readings = ", ".join(f"{t * 1e3:.2f}" for t in timer.times)
+print(f"five readings (ms): {readings}; mean {timer.avg() * 1e3:.2f} ms")
+
+# %% [markdown]
+# ## `benchmark()`: warm-up, blocks, a median and its spread
+#
+# A single reading can land on a moment when another program holds the CPU, or
+# when the GPU is still raising its clock speed. `d2l_gpu.benchmark` is built
+# on PyTorch's own instrument, `torch.utils.benchmark.Timer`, and does what a
+# careful person would do by hand:
+#
+# - it calls the function a few times first (warm-up);
+# - it groups calls into *blocks*, large enough that reading the clock costs
+#   little next to a block, and waits for the device at each end of a block;
+# - it times at least 10 blocks and reports the **median** time per call, which
+#   one slow block cannot drag, and the **interquartile range** (IQR): the
+#   width of the middle half of the blocks, from the first quartile (q1) to the
+#   third (q3).
+
+# %% tags=["nbval-ignore-output"]
+product = d2l_gpu.benchmark(lambda: torch.matmul(a, a, out=c), device=device, label="x @ x")
+print(product)
+print(f"middle half of the blocks: {product.q1 * 1e6:.1f} to {product.q3 * 1e6:.1f} us per call")
+print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e6:.1f} us per call")
+
+# %% [markdown]
+# The slowest block shows why the lessons report a median: a mean would move
+# with it, the median does not.
+#
+# ## CUDA events: the GPU's own timeline
+#
+# A CUDA GPU can also time itself. A `torch.cuda.Event` is a marker placed in
+# the queue; when the GPU reaches it, it notes the time. `elapsed_time` gives
+# the milliseconds between two markers *on the GPU's timeline*. It is tempting
+# to read that as "GPU time without Python's overhead", but that is not what it
+# is: if the GPU sat idle between the markers, waiting for Python to launch the
+# next kernel, the idle gap is counted too.
+#
+# The cell below shows both cases with 200 tiny kernels (`small.mul_(1.0)`,
+# each far shorter than its launch):
+#
+# - *the GPU idle at the first marker*: it runs each kernel as soon as Python
+#   launches it and then waits for the next. Events read about what a
+#   synchronized host clock reads, the launch loop's time.
+# - *the GPU busy first*: three large products are queued before the first
+#   marker, so all 200 launches are in the queue before the GPU reaches it.
+#   Now the events measure the kernels back to back, without gaps: much less.
+#
+# Around large products, as in the first line, events and a waiting host clock
+# nearly agree, because the GPU never runs dry. No GPU has run this cell yet.
+
+# %% tags=["nbval-ignore-output"]
+if device.type == "cuda":
+    stream = torch.cuda.current_stream(device)  # the queue the kernels go to
+    small = torch.ones(256, device=device)
+
+    def timed_on_gpu(work, head_start):
+        begin = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        d2l_gpu.synchronize(device)
+        for _ in range(head_start):
+            torch.matmul(a, a, out=c)  # keeps the GPU busy while Python launches
+        start = time.perf_counter()
+        begin.record(stream)
+        work()
+        end.record(stream)
+        end.synchronize()  # wait until the GPU has passed the second marker
+        return begin.elapsed_time(end), (time.perf_counter() - start) * 1e3
+
+    def ten_products():
+        for _ in range(10):
+            torch.matmul(a, a, out=c)
+
+    def tiny_kernels():
+        for _ in range(200):
+            small.mul_(1.0)
+
+    for what, work, head_start in (
+        ("10 large products, GPU idle at start", ten_products, 0),
+        ("200 tiny kernels, GPU idle at start", tiny_kernels, 0),
+        ("200 tiny kernels, GPU busy first", tiny_kernels, 3),
+    ):
+        timed_on_gpu(work, head_start)  # warm-up
+        gpu_ms, host_ms = timed_on_gpu(work, head_start)
+        print(f"{what}: events {gpu_ms:.3f} ms, host clock {host_ms:.3f} ms")
+else:
+    print(f"CUDA events need a CUDA GPU; on {device} nothing is queued, and a clock that")
+    print("waits (Timer, benchmark) measures the work itself.")
+
+# %% [markdown]
+# On the last line the host clock also waited for the three products, so it
+# is the larger one; the events cover only the tiny kernels. So events measure
+# the work alone only when the queue is kept full. `d2l_gpu.benchmark` and
+# `compare` use a waiting host clock instead, which counts what a user waits
+# for: launches, gaps and the work.
+#
+# ## `compare()`: one rule for "which takes longer"
+#
+# Two medians measured one after the other can differ because the machine got
+# busier in between. `d2l_gpu.compare(first, second)` avoids that: it times the
+# two in alternating *rounds* (first then second, then second then first, and
+# so on, 10 rounds), one block of each per round, and takes the ratio
+# second / first in every round. A slow moment of the machine then falls on
+# both sides of a round, and mostly cancels in its ratio.
+#
+# It then applies one rule, with one *band*, a factor of **1.25**:
+#
+# - the two **agree** when the median round ratio lies between 1/1.25 (0.8)
+#   and 1.25;
+# - one is **clearly** slower (or faster) only when the middle half of the
+#   round ratios (q1 to q3) lies beyond the band;
+# - anything in between is **no clear difference**.
+#
+# A factor, not a percentage, because the rule should not depend on which side
+# is called first: "1.25x as long" one way is "0.8x" the other. And 1.25,
+# because a smaller gap seldom changes how you write the code, while timings on
+# a shared machine drift by more than a few percent. Every lesson uses this
+# default and prints the sentence `compare` returns; this is the only place the
+# band is discussed.
+#
+# The cell compares `x * 2` with `x + x` (the same memory traffic, so they
+# should agree), then `x * 2` on four times the data, which should clearly take
+# longer. Below each sentence it prints the round ratios' median and middle
+# half next to the band.
+
+# %% tags=["nbval-ignore-output"]
+x = torch.randn(2**22, device=device)  # 16 MiB of float32
+y = torch.empty_like(x)
+big = torch.randn(2**24, device=device)  # four times as much
+big_out = torch.empty_like(big)
+
+
+def times_two():
+    torch.mul(x, 2, out=y)
+
+
+def plus_itself():
+    torch.add(x, x, out=y)
+
+
+def times_two_big():
+    torch.mul(big, 2, out=big_out)
+
+
+for first, second, labels in (
+    (times_two, plus_itself, ("x * 2", "x + x")),
+    (times_two, times_two_big, ("x * 2", "x * 2 on 4x the data")),
+):
+    comparison = d2l_gpu.compare(first, second, labels=labels, device=device)
+    print(comparison)
+    low, high = 1 / comparison.band, comparison.band
+    print(
+        f"  round ratios: median {comparison.ratio:.2f}, middle half"
+        f" {comparison.ratio_q1:.2f} to {comparison.ratio_q3:.2f}; band {low:.2f} to {high:.2f}"
+    )
+
+# %% [markdown]
+# The middle half is what decides "clearly": one lucky round cannot produce a
+# verdict, and one unlucky round cannot spoil one.
+#
+# ## What this lesson showed
+#
+# - A clock that does not wait for a GPU measures the launch. `d2l_gpu.Timer`
+#   keeps the book's names and waits for the device at every reading.
+# - `d2l_gpu.benchmark` warms up, times at least 10 blocks and reports the
+#   median per call with its interquartile range.
+# - CUDA events time the GPU's timeline between two markers, idle gaps
+#   included; they measure the work alone only when the queue stays full.
+# - `d2l_gpu.compare` times two calls in alternating rounds and uses one band,
+#   a factor of 1.25: agree within 0.8 to 1.25, "clearly" only when the middle
+#   half of the round ratios lies beyond it.
+#
+# Next: [10 – The profiler and the meta device](10-profiler-and-meta.ipynb)
+# shows where a step's time goes, kernel by kernel.

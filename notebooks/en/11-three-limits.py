@@ -1,0 +1,335 @@
+# %% [markdown]
+# # Three limits: compute, memory bandwidth and overhead
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/11-three-limits.ipynb)
+#
+# What a GPU printed for these lessons: [notebooks/gpu](../gpu/README.md).
+#
+# *Beyond the book: this lesson goes past the chapter.*
+#
+# **What you will learn**
+#
+# - the three things that can limit a program on a GPU: compute, memory
+#   bandwidth and overhead;
+# - how to hold a measured rate against its limit, using a table of common
+#   devices, and why a rate above 100 % means the clock did not wait;
+# - one remedy for each, measured: lower precision, fewer launches, bigger
+#   batches.
+#
+# **What you need**
+#
+# - [09 – Timing a GPU](09-timing-a-gpu.ipynb) for `benchmark` and `compare`;
+#   the examples come from [04 – Asynchrony and transfers](04-asynchrony-and-transfers.ipynb)
+#   and [07 – Exercises](07-exercises.ipynb). A GPU is optional: on a CPU
+#   every cell runs, and the text says what a GPU shows.
+
+# %% tags=["nbval-ignore-output"]
+import sys
+
+if "google.colab" in sys.modules:  # Colab: add d2l_gpu and keep Colab's own torch
+    get_ipython().run_line_magic(
+        "pip", "install --quiet --no-deps git+https://github.com/d2l-gpu/d2l-gpu"
+    )
+
+import torch
+
+import d2l_gpu
+
+torch.manual_seed(0)
+print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
+print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+if d2l_gpu.num_gpus() == 0:
+    print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
+
+# %% [markdown]
+# ## Three limits
+#
+# Any piece of GPU work is held back by one of three things:
+#
+# - **compute**: the arithmetic units are busy all the time. A large matrix
+#   product is the example: for n x n matrices it does about 2n³ operations on
+#   3n² numbers, so each number fetched from memory is used many times.
+# - **memory bandwidth**: the arithmetic units wait for data. `x * 2` does one
+#   multiplication per 8 bytes it reads and writes; the memory, not the
+#   arithmetic, sets its speed.
+# - **overhead**: the GPU waits for the host. The small copies of 04, the many
+#   small products of 07 and a `.item()` at every step spend their time in
+#   Python, in launching kernels and in synchronizing, while the GPU idles.
+#
+# The way to tell which one holds is to turn a time into a *rate*
+# (operations or bytes per second) and hold it against the device's limit for
+# that rate. Work near its compute or memory limit gets faster only with less
+# work or cheaper arithmetic; work far below both limits is probably paying
+# overhead.
+#
+# ## The limits of common devices
+#
+# | device (name PyTorch reports) | float32 TFLOP/s | TF32 TFLOP/s | bfloat16 TFLOP/s | memory GB/s | host link GB/s |
+# | --- | --- | --- | --- | --- | --- |
+# | H200 SXM (`NVIDIA H200`) | 67 | 495 | 989 | 4,800 | 63 (PCIe 5.0 x16) |
+# | H100 SXM (`NVIDIA H100 80GB HBM3`) | 67 | 495 | 989 | 3,350 | 63 (PCIe 5.0 x16) |
+# | A100 SXM4 80 GB (`NVIDIA A100-SXM4-80GB`) | 19.5 | 156 | 312 | 2,039 | 31.5 (PCIe 4.0 x16) |
+# | L4 (`NVIDIA L4`) | 30.3 | 60 | 121 | 300 | 31.5 (PCIe 4.0 x16) |
+# | T4 (`Tesla T4`) | 8.1 | none | none | 320 | 15.8 (PCIe 3.0 x16) |
+# | Apple M2, 10-core GPU (`Apple M2`) | 3.6 | none | none | 100 (shared) | none: one memory |
+# | a CPU (an estimate) | threads x 3 GHz x 32 or 64 | none | none | about 50 | none |
+#
+# The GPU figures are the makers' own: NVIDIA's datasheets, and Apple's figures
+# for the M2 at its launch. NVIDIA prints tensor-core figures twice, the larger
+# one for "2:4 sparse" matrices that a plain product never has; the table gives
+# the dense figures, half the sparse ones. The T4 has no TF32 or bfloat16 units,
+# and Apple gives no separate figure for them. The host link is the card's PCIe
+# slot, one way; a host with an older slot gives less. Memory rates count bytes
+# read plus bytes written.
+#
+# A CPU has no such sheet here, so the last row is an **estimate**, said to be
+# one: each thread at about 3 GHz doing 32 float32 operations per cycle (two
+# fused multiply-adds on 8 numbers, AVX2), or 64 with AVX-512; memory about
+# 50 GB/s, two channels of DDR4-3200 as in many laptops. A rate above a
+# datasheet figure is a mis-measurement; a rate above the estimate only means
+# this machine beats the estimate, or the data sat in a cache.
+#
+# The next cell holds the same numbers in a dict and finds the row for the
+# device the helpers chose.
+
+# %% tags=["nbval-ignore-output"]
+import subprocess
+import time
+
+# float32, TF32 and bfloat16 in dense TFLOP/s; memory and link in GB/s; None: no figure
+LIMITS = {
+    "NVIDIA H200": dict(float32=67, tf32=495, bfloat16=989, memory=4800, link=63),
+    "NVIDIA H100 80GB HBM3": dict(float32=67, tf32=495, bfloat16=989, memory=3350, link=63),
+    "NVIDIA A100-SXM4-80GB": dict(float32=19.5, tf32=156, bfloat16=312, memory=2039, link=31.5),
+    "NVIDIA L4": dict(float32=30.3, tf32=60, bfloat16=121, memory=300, link=31.5),
+    "Tesla T4": dict(float32=8.1, tf32=None, bfloat16=None, memory=320, link=15.8),
+    "Apple M2": dict(float32=3.6, tf32=None, bfloat16=None, memory=100, link=None),
+}
+
+device = d2l_gpu.try_gpu()
+if device.type == "cuda":
+    name = torch.cuda.get_device_name(device)
+elif device.type == "mps":  # the chip's name, as macOS reports it
+    ask = ["sysctl", "-n", "machdep.cpu.brand_string"]
+    name = subprocess.run(ask, capture_output=True, text=True).stdout.strip()
+else:
+    name = "this CPU"
+if name in LIMITS:
+    limits, source = LIMITS[name], "datasheet"
+elif device.type == "cpu":
+    per_cycle = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
+    float32 = torch.get_num_threads() * 3e9 * per_cycle / 1e12
+    limits = dict(float32=float32, tf32=None, bfloat16=None, memory=50, link=None)
+    source = "estimate"
+else:
+    limits, source = {}, "not in the table"
+units = dict(float32="TFLOP/s", tf32="TFLOP/s", bfloat16="TFLOP/s", memory="GB/s", link="GB/s")
+known = ", ".join(f"{k} {v:.4g} {units[k]}" for k, v in limits.items() if v is not None)
+print(f"{name} ({device}), limits from the {source}: {known or 'none'}")
+
+
+def against_limit(what, rate, unit, kind):
+    # print a rate as a fraction of the device's limit of that kind
+    limit = limits.get(kind)
+    if limit is None:
+        print(f"{what}: {rate:.3g} {unit}; no {kind} limit known for {name}")
+        return
+    share = f"{100 * rate / limit:.1f} % of {limit:.4g} ({kind}, {source})"
+    line = f"{what}: {rate:.3g} {unit} = {share}"
+    if rate > limit and source == "datasheet":
+        line += "\n  above 100 %: a mis-measurement, the clock did not wait for the device"
+    elif rate > limit:
+        line += "\n  above the estimate: this machine beats it, or the data sat in a cache"
+    print(line)
+
+
+# %% [markdown]
+# ## Compute: a large product, and a clock that did not wait
+#
+# A product of two n x n matrices takes about 2n³ floating-point operations.
+# The cell times one with `benchmark` and prints its rate against the float32
+# limit. Then it makes the mistake readers often publish: it times ten
+# products with a plain clock that does not wait for the device. On a GPU that
+# clock measures only the launches, and the "rate" comes out far above 100 %
+# of the datasheet, which no device can do; the line says so. On a CPU the work
+# happens inside each call, so the two rates are close.
+#
+# No GPU has run this cell yet. The same holds for every CUDA branch of this
+# lesson: the H200 figures quoted below come from an earlier measurement, not
+# from these cells.
+
+# %% tags=["nbval-ignore-output", "key-result"]
+n = 512 if device.type == "cpu" else 8192
+a = torch.randn(n, n, device=device)
+c = torch.empty_like(a)
+flop = 2 * n**3
+
+
+def float32_product():
+    torch.matmul(a, a, out=c)
+
+
+product = d2l_gpu.benchmark(float32_product, device=device, label=f"{n}x{n} product")
+print(product)
+against_limit("float32 product", flop / product.median / 1e12, "TFLOP/s", "float32")
+
+d2l_gpu.synchronize(device)
+start = time.perf_counter()
+for _ in range(10):
+    float32_product()
+hasty = (time.perf_counter() - start) / 10  # read before the device is done
+d2l_gpu.synchronize(device)
+against_limit("same, clock not waiting", flop / hasty / 1e12, "TFLOP/s", "float32")
+
+# %% [markdown]
+# ## Memory bandwidth, and overhead
+#
+# A copy and `x * 2` each read every byte once and write it once. On a large
+# tensor both should run at a similar rate, some fair fraction of the memory
+# limit: the multiplication costs nothing next to moving the data. The same
+# `x * 2` on a 1 KiB tensor is a different story: the data moves in no time,
+# so the call is all overhead (Python, PyTorch's dispatcher, on a GPU a kernel
+# launch), and its rate falls far below the large tensor's. On a GPU, whose
+# launch costs several microseconds, it reaches a tiny fraction of the limit.
+
+# %% tags=["nbval-ignore-output", "key-result"]
+big = torch.randn((8 if device.type == "cpu" else 64) * 2**20, device=device)  # 32 or 256 MiB
+big_out = torch.empty_like(big)
+tiny = torch.randn(256, device=device)  # 1 KiB
+tiny_out = torch.empty_like(tiny)
+for what, tensor, fn in (
+    ("copy, large", big, lambda: big_out.copy_(big)),
+    ("x * 2, large", big, lambda: torch.mul(big, 2, out=big_out)),
+    ("x * 2, 1 KiB", tiny, lambda: torch.mul(tiny, 2, out=tiny_out)),
+):
+    m = d2l_gpu.benchmark(fn, device=device, label=what)
+    moved = 2 * tensor.nbytes  # read once, written once
+    against_limit(f"{what} ({m.median * 1e6:.1f} us)", moved / m.median / 1e9, "GB/s", "memory")
+
+# %% [markdown]
+# The host link is the third rate. On a CUDA GPU the cell copies 64 MiB from
+# the host, once from ordinary memory and once from pinned memory
+# ([04](04-asynchrony-and-transfers.ipynb)), and holds both against the
+# link. On a CPU or an Apple GPU there is no link: host and device share one
+# memory.
+
+# %% tags=["nbval-ignore-output", "key-result"]
+if device.type == "cuda":
+    ordinary = torch.randn(16 * 2**20)  # 64 MiB
+    pinned = ordinary.pin_memory()
+    landing = torch.empty(ordinary.shape, device=device)
+    for what, host in (("ordinary memory", ordinary), ("pinned memory", pinned)):
+        m = d2l_gpu.benchmark(lambda h=host: landing.copy_(h), device=device)
+        against_limit(f"host to device, {what}", ordinary.nbytes / m.median / 1e9, "GB/s", "link")
+else:
+    print(f"no host link on {device}: the host and the device share one memory")
+
+# %% [markdown]
+# ## Remedy for compute: lower precision
+#
+# When a product is compute-bound, the lever is the arithmetic itself. GPUs
+# since the A100 have tensor cores that multiply bfloat16 (float32's range, but only 8 significant bits)
+# many times faster than float32, and TF32, which keeps float32's range with
+# fewer mantissa bits. `torch.autocast` runs the products inside its block in
+# bfloat16 and leaves the rest of the code alone; the timed call includes
+# casting the inputs, as a model under autocast does.
+# `torch.set_float32_matmul_precision("high")` lets float32 products use TF32
+# (the default, `"highest"`, does not).
+#
+# On a CPU the result depends on the chip: one with bfloat16 units (AMX,
+# AVX-512 BF16) gains, many others lose. On a GPU the gap is large: an earlier
+# measurement on the H200, timed with CUDA events, gave about 51 TFLOP/s in
+# float32 and 687 to 800 in bfloat16.
+
+
+# %% tags=["nbval-ignore-output", "key-result"]
+def bfloat16_product():
+    with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+        return a @ a
+
+
+labels = ("float32", "bfloat16")
+low = d2l_gpu.compare(float32_product, bfloat16_product, labels=labels, device=device)
+print(low)
+against_limit("bfloat16 product", flop / low.second.median / 1e12, "TFLOP/s", "bfloat16")
+if device.type == "cuda":
+    torch.set_float32_matmul_precision("high")  # float32 products may use TF32
+    tf32 = d2l_gpu.benchmark(float32_product, device=device)
+    torch.set_float32_matmul_precision("highest")  # back to the default
+    against_limit("float32 product with TF32", flop / tf32.median / 1e12, "TFLOP/s", "tf32")
+
+# %% [markdown]
+# Lower precision changes the results a little; deep learning usually
+# tolerates it, and autocast keeps sums and losses in float32.
+#
+# ## Remedies for overhead: fewer launches, bigger batches
+#
+# When the GPU waits for the host, the cure is less host work per unit of GPU
+# work. One way is to launch less: a *CUDA Graph* records a sequence of kernels
+# once and replays all of them with a single launch. The cell records 50 tiny
+# kernels and compares the replay with launching them one by one. On a CPU it
+# only says what a GPU shows: the replay is much faster, as the launches, not
+# the kernels, dominate. (`torch.compile` reaches the same goal by fusing
+# kernels, but its first compile takes tens of seconds, too long for this
+# lesson.)
+
+# %% tags=["nbval-ignore-output"]
+if device.type == "cuda":
+    small = torch.ones(1024, device=device)
+
+    def fifty_launches():
+        for _ in range(50):
+            small.mul_(1.0)
+
+    side = torch.cuda.Stream(device)  # capture wants warmed-up kernels on a side stream
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        fifty_launches()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fifty_launches()
+    labels = ("50 launches", "one graph replay")
+    print(d2l_gpu.compare(fifty_launches, graph.replay, labels=labels, device=device))
+else:
+    print(f"CUDA Graphs need a CUDA GPU; on {device} there are no launches to save.")
+
+# %% [markdown]
+# The other way is to give each launch more work: 64 small products one by
+# one, against one batched product (`torch.bmm`) that does the same arithmetic
+# in one call. Their rates against the float32 limit show how far below it
+# small pieces of work stay.
+
+# %% tags=["nbval-ignore-output", "key-result"]
+stack = torch.randn(64, 64, 64, device=device)  # 64 matrices of 64 x 64
+stack_out = torch.empty_like(stack)
+
+
+def one_by_one():
+    for m, out in zip(stack, stack_out, strict=True):
+        torch.mm(m, m, out=out)
+
+
+def batched():
+    torch.bmm(stack, stack, out=stack_out)
+
+
+labels = ("64 products", "one batched product")
+batch = d2l_gpu.compare(one_by_one, batched, labels=labels, device=device)
+print(batch)
+for m in (batch.first, batch.second):
+    against_limit(m.label, 64 * 2 * 64**3 / m.median / 1e12, "TFLOP/s", "float32")
+
+# %% [markdown]
+# ## What this lesson showed
+#
+# - Work is limited by compute (large products), memory bandwidth (`x * 2`)
+#   or overhead (small copies and products, a sync per step).
+# - A rate held against its limit says which: the table gives dense datasheet
+#   peaks for common GPUs and an estimate, said to be one, for a CPU. A rate
+#   above a datasheet's 100 % means the clock did not wait.
+# - Lower precision (bfloat16 under `torch.autocast`, TF32) raises the compute
+#   limit; CUDA Graphs cut launches; batching gives each launch more work.
+#
+# Next: [12 – Beyond one machine](12-beyond-one-machine.ipynb) takes the work
+# past one GPU.
