@@ -3,14 +3,14 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/01-introduction.ipynb)
 #
-# As run on an NVIDIA H200: [outputs](../gpu/nvidia-h200/en/01-introduction.ipynb) (earlier version).
+# What a GPU printed for these lessons: [notebooks/gpu](../gpu/README.md).
 #
 # **What you will learn**
 #
 # - why deep learning runs on GPUs, and what this section builds towards;
 # - how to ask a machine which accelerators it has, with or without `nvidia-smi`;
 # - that every PyTorch tensor carries the device it lives on, and that PyTorch,
-#   unlike the book's engine, starts on the CPU unless told otherwise.
+#   unlike the book's engine, puts new tensors on the CPU unless told otherwise.
 #
 # **What you need**
 #
@@ -48,7 +48,7 @@ if d2l_gpu.num_gpus() == 0:
 # on them, and moving data between them without wasting the speed we came for.
 # It starts with one GPU and then copies data between two; later chapters spread
 # training over several GPUs and several servers (a first look is in
-# [09 – Beyond one machine](09-beyond-one-machine.ipynb)).
+# [12 – Beyond one machine](12-beyond-one-machine.ipynb)).
 #
 # ## Look at the hardware
 #
@@ -77,18 +77,13 @@ else:
 # `nvidia-smi` shows a card such as "NVIDIA A100" with its memory in MiB; on an
 # Apple Silicon Mac the report lists an `mps` device.
 #
-# The driver is all a PyTorch user has to install. The PyTorch packages for
-# CUDA bring their own copy of the CUDA runtime libraries, so there is no need
-# for NVIDIA's CUDA toolkit unless you compile GPU code yourself. Two version
-# numbers are easy to confuse: the "CUDA Version" in the header of `nvidia-smi`
-# is the newest CUDA that the installed *driver* supports, not a CUDA that is
-# installed, while `torch.version.cuda` is the CUDA that this PyTorch was built
-# with. A driver runs every CUDA runtime up to the version it reports, across
-# major versions: a driver reporting 12.4 runs a PyTorch built with CUDA 11.8.
-# A runtime newer than the driver fails across a major version (a 12.x PyTorch
-# on an 11.x driver); within one major version, CUDA's minor-version
-# compatibility usually lets it run, minus the few features that need the
-# newer driver. A CPU-only PyTorch prints `None`, and a ROCm build fills in
+# The driver is all a PyTorch user has to install: PyTorch's CUDA packages bring
+# their own CUDA runtime. Two version numbers are easy to confuse. The "CUDA
+# Version" in the header of `nvidia-smi` is the newest CUDA the *driver*
+# supports, not a CUDA that is installed; `torch.version.cuda` is the CUDA this
+# PyTorch was built with. A driver runs builds up to its own number, older major
+# versions included; a build from a newer major version does not run on it. A
+# CPU-only PyTorch prints `None` here, and a ROCm build fills in
 # `torch.version.hip` instead:
 
 # %% tags=["nbval-ignore-output"]
@@ -110,35 +105,25 @@ print("x lives on:", x.device)
 print("a tensor made from a NumPy array lives on:", torch.from_numpy(np.arange(6)).device)
 
 # %% [markdown]
-# NumPy arrays always sit in main memory, so NumPy has no device to choose, and
-# a tensor made from one starts on the CPU. A tensor may instead live in the
-# memory of a GPU, and then the GPU does the arithmetic on it.
+# NumPy arrays always sit in main memory, so NumPy has no device to choose. A
+# tensor may instead live in the memory of a GPU, and then the GPU does the
+# arithmetic on it.
 #
-# ## Who chooses the device
+# ## PyTorch puts new tensors on the CPU
 #
 # The book's engine, DJL, puts new arrays on the GPU by itself whenever it finds
-# one. PyTorch does not: every tensor starts on the CPU unless the code names a
+# one. PyTorch does not: a new tensor goes to the CPU unless the code names a
 # device, which is why the lessons that follow name one each time.
 #
-# PyTorch can be told otherwise. `torch.set_default_device(d)` sends every
-# later factory call that names no device (`torch.zeros`, `torch.randn`,
-# `torch.tensor`, new layers' weights) to `d`. It has two costs. It works
-# through a hook (a "torch function mode") that sees every Python call into
-# torch, not only the factories, so each call pays a little; and it hides where
-# tensors live, because code that names no device now means different things
-# on different machines, while `torch.from_numpy` and the `*_like` functions
-# ignore the default. `set_default_device(None)` removes the hook; setting
-# `"cpu"` back would keep it. The cell below shows both costs: where two
-# tensors land, and what the hook adds to a thousand tiny `torch.add` calls,
-# timed with `d2l_gpu.compare`, which alternates the two sides over several
-# rounds and prints a verdict ([05](05-asynchrony-and-transfers.ipynb) says
-# more). Each side sets its default around its thousand calls, so the sides
-# can alternate; the switch costs little next to the calls. The hook costs a
-# fixed amount of Python per call, so next to an addition of eight numbers it
-# is large, far outside the ±10 % within which `compare` calls two sides
-# equal: the verdict does not hang on noise.
+# `torch.set_default_device(d)` changes that for every later factory call that
+# names no device (`torch.zeros`, `torch.randn`, new layers' weights), but not
+# for `torch.from_numpy`. It works through a hook that sees every call into
+# torch, so it adds a little Python work to each of them, and code that names
+# no device then means different things on different machines.
+# `set_default_device(None)` removes the hook again. The cell below shows where
+# two tensors land under such a default:
 
-# %% tags=["nbval-ignore-output", "key-result"]
+# %%
 device = d2l_gpu.try_gpu()
 torch.set_default_device(device)
 try:
@@ -148,35 +133,11 @@ finally:
 print(f"default {device}: torch.zeros went to {made.device}, torch.from_numpy to {wrapped.device}")
 print("after set_default_device(None), torch.zeros goes to", torch.zeros(2).device)
 
-small = torch.ones(8)  # on the CPU on both sides: this times the hook, not a device
-
-
-def adds(default):
-    """1,000 tiny additions with `default` as the default device (None: no hook)."""
-    torch.set_default_device(default)
-    try:
-        for _ in range(1000):
-            torch.add(small, small)
-    finally:
-        torch.set_default_device(None)
-
-
-hook = d2l_gpu.compare(
-    lambda: adds(None),
-    lambda: adds(device),
-    labels=("1000 adds, no default device", f"1000 adds, default {device}"),
-    device=d2l_gpu.cpu(),
-    num_threads=1,
-)
-print(hook)
-
 # %% [markdown]
 # With a GPU, the first line says `cuda:0` for `torch.zeros` and `cpu` for
-# `torch.from_numpy`: two lines that look alike, two devices. The hook's cost
-# is paid in Python before any device work, so it does not depend on the
-# device the default names. The lessons here name the device instead; for a
-# few lines, `with torch.device(d):` does the same job without a global
-# setting ([06](06-neural-networks-and-gpus.ipynb) uses it).
+# `torch.from_numpy`: two lines that look alike, two devices. The lessons here
+# name the device instead; for a few lines, `with torch.device(d):` does the
+# same job without a global setting.
 #
 # ## Code that meets machines with and without GPUs
 #
@@ -186,11 +147,10 @@ print(hook)
 # pick what exists, so every lesson here runs anywhere.
 #
 # Running every demonstration of this section as written takes two GPUs,
-# because one of them copies data from one GPU to another; the book's chapters
-# on training with several GPUs need at least two as well. Renting a multi-GPU
+# because one of them copies data from one GPU to another. Renting a multi-GPU
 # cloud machine for an hour is cheap. With fewer GPUs, the demonstrations that
-# want a second one use the CPU in its place and print that they did. The
-# next cell says which case this machine is.
+# want a second one use the CPU in its place and print that they did. The next
+# cell says which case this machine is.
 
 # %% tags=["nbval-ignore-output"]
 n = d2l_gpu.num_gpus()
@@ -202,34 +162,8 @@ else:
     print("No GPU: everything runs on the CPU, and the text says what a GPU would show.")
 
 # %% [markdown]
-# To try the CPU path on a GPU machine, set the environment variable
-# `D2L_DEVICE=cpu` before starting Jupyter. `D2L_DEVICE=cuda:1` makes the
-# helpers offer only the second GPU. That is not what `CUDA_VISIBLE_DEVICES=1`
-# does. `D2L_DEVICE` only changes the answers of `d2l_gpu`'s helpers
-# (`try_gpu`, `try_all_gpus`, `num_gpus`): PyTorch still sees every card, and
-# the chosen one is still called `cuda:1`. `CUDA_VISIBLE_DEVICES` acts on the
-# CUDA runtime of the whole process: the cards it leaves out do not exist for
-# that process, and those it keeps are numbered again from 0, so that card
-# becomes `cuda:0`. CUDA reads it once, when it initialises, so it must be set
-# before the process first uses the GPU, best in the command that starts
-# Python ([02](02-computing-devices.ipynb) shows it).
-#
-# ## Where to go next
-#
-# 1. [02 – Computing devices](02-computing-devices.ipynb): naming the CPU and the GPUs,
-#    and picking ones that exist.
-# 2. [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb): storing tensors on a
-#    device and copying them between devices.
-# 3. [04 – GPU memory](04-gpu-memory.ipynb): how much a GPU holds, what PyTorch
-#    keeps of it, and running out of it.
-# 4. [05 – Asynchrony and transfers](05-asynchrony-and-transfers.ipynb): why GPU
-#    work runs ahead of Python, how to time it, and what moving data costs.
-# 5. [06 – Neural networks and GPUs](06-neural-networks-and-gpus.ipynb): putting a
-#    model on a device.
-# 6. [07 – Summary](07-summary.ipynb): the section in a few rules, and the most
-#    common mistake.
-# 7. [08 – Exercises](08-exercises.ipynb), then
-#    [09 – Beyond one machine](09-beyond-one-machine.ipynb).
+# To walk the laptop's path on a GPU machine, start Python with the GPUs hidden
+# (`CUDA_VISIBLE_DEVICES=`); [02](02-computing-devices.ipynb) explains how.
 
 # %% [markdown]
 # ## What this lesson showed
@@ -238,11 +172,11 @@ else:
 #   that is already in their memory.
 # - `nvidia-smi`, or `d2l_gpu.device_report()` without it, says what a machine
 #   has; the driver's CUDA version and PyTorch's are different numbers.
-# - Every tensor records its device. PyTorch starts on the CPU; a default
-#   device can change that, at a small cost on every call and with less
-#   visible code.
-# - `d2l_gpu` picks devices that exist, and `D2L_DEVICE` narrows its choice
-#   without hiding any GPU from PyTorch.
+# - Every tensor records its device. PyTorch puts new tensors on the CPU; a
+#   default device can change that, at a small cost on every call and with
+#   less visible code.
+# - The helpers in `d2l_gpu` pick devices that exist, so the same code runs
+#   with or without a GPU.
 #
 # Next: [02 – Computing devices](02-computing-devices.ipynb) names the CPU and
 # the GPUs, and picks ones that exist.

@@ -3,12 +3,13 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/02-computing-devices.ipynb)
 #
-# As run on an NVIDIA H200: [outputs](../gpu/nvidia-h200/en/02-computing-devices.ipynb) (earlier version).
+# What a GPU printed for these lessons: [notebooks/gpu](../gpu/README.md).
 #
 # **What you will learn**
 #
 # - how PyTorch names the CPU and each GPU, and what one GPU device stands for;
-# - how to count the GPUs a machine has, and which of them a process sees;
+# - how to count the GPUs a machine has, which of them a process sees, and how
+#   to hide them all to try the CPU path;
 # - how plain PyTorch picks an accelerator, and two helpers, `try_gpu` and
 #   `try_all_gpus`, that let the same code run with or without the GPU it asks for.
 #
@@ -38,8 +39,8 @@ if d2l_gpu.num_gpus() == 0:
 # ## Names for devices
 #
 # A `torch.device` names a place that holds tensors and runs the arithmetic on
-# them. There is one name for the CPU, `cpu`, however many cores it has: they
-# all share the computer's main memory. Each GPU gets its own name, because each
+# them. The CPU has one name, `cpu`, however many cores it has: they share the
+# computer's main memory. Each GPU gets its own name, because each
 # card has its own memory: `cuda:0` is the first card, `cuda:1` the second, and
 # plain `cuda` means the current card, which is `cuda:0` unless you change it.
 # (AMD cards under ROCm use the same `cuda` names; an Apple Silicon Mac has a
@@ -74,7 +75,7 @@ print("equal:  ", plain == first)
 print("indices:", plain.index, first.index)
 
 # %% tags=["nbval-ignore-output"]
-if d2l_gpu.accelerator_type() == "cuda":  # a CUDA GPU that the helpers offer
+if d2l_gpu.accelerator_type() == "cuda":  # a CUDA GPU that the helpers can use
     on_gpu = torch.ones(1, device=d2l_gpu.try_gpu())
     print("a tensor on the helpers' first GPU is on", on_gpu.device)
     print("its device == torch.device('cuda'):", on_gpu.device == torch.device("cuda"))
@@ -83,9 +84,7 @@ else:
     print("No CUDA GPU: no tensor can be made with device='cuda' here.")
 
 # %% [markdown]
-# On a CUDA machine the cell above shows `cuda:0`, `False` and `True`. (It asks
-# `d2l_gpu` whether there is a CUDA GPU to use, so that with `D2L_DEVICE=cpu`,
-# met at the end, it leaves the GPU alone.)
+# On a CUDA machine the cell above shows `cuda:0`, `False` and `True`.
 #
 # The idiom seen in most PyTorch code picks the device in one line, with
 # `torch.cuda.is_available()`, which is true when PyTorch was built with CUDA
@@ -97,9 +96,8 @@ print(device)
 
 # %% [markdown]
 # It knows CUDA only: on an Apple Silicon Mac it picks the CPU although an `mps`
-# GPU is there. `d2l_gpu` keeps the book's short names and looks further:
-# `gpu(i)` names the i-th GPU of whichever kind this PyTorch build uses; on a
-# machine without one it gives the CUDA name, as the book does.
+# GPU is there. `d2l_gpu` keeps the book's short names: `gpu(i)` names the i-th
+# GPU of whichever kind this PyTorch build uses (the CUDA name when there is none).
 
 # %%
 for name in [d2l_gpu.cpu(), d2l_gpu.gpu(), d2l_gpu.gpu(1)]:
@@ -108,9 +106,9 @@ for name in [d2l_gpu.cpu(), d2l_gpu.gpu(), d2l_gpu.gpu(1)]:
 # %% [markdown]
 # Since version 2.6, plain PyTorch has its own accelerator-neutral choice:
 # `torch.accelerator.current_accelerator()` names the accelerator this build
-# can use (CUDA, MPS, XPU, ...), and `torch.accelerator.is_available()` says
-# whether one is there. Its answer has no index and ignores `D2L_DEVICE`;
-# `try_gpu`, met below, adds both. Side by side:
+# can use (CUDA, MPS, XPU, ...), `torch.accelerator.is_available()` says
+# whether one is there, and `torch.accelerator.device_count()` counts them.
+# Its answer has no index; `try_gpu`, met below, adds one. Side by side:
 
 # %%
 if torch.accelerator.is_available():
@@ -123,14 +121,11 @@ print("d2l_gpu.try_gpu(): ", d2l_gpu.try_gpu())
 # %% [markdown]
 # ## How many GPUs?
 #
-# `torch.cuda.device_count()` counts CUDA (and ROCm) cards. Recent PyTorch also has
-# an accelerator-neutral API, `torch.accelerator`, which counts Apple or Intel GPUs
-# too. `d2l_gpu.num_gpus()` answers the same question and also honours the
-# `D2L_DEVICE` setting shown at the end. A CPU-only machine prints zeros and
-# `None`; one NVIDIA card gives `1`, `1`, `1` and `cuda`, two give `2`, `2`, `2`
-# and `cuda`. (With a GPU, the plain-PyTorch line above printed `cuda` and the
-# helper `cuda:0`.) Counting asks the driver how many cards there are; it
-# reserves nothing on them.
+# `torch.cuda.device_count()` counts CUDA (and ROCm) cards only;
+# `torch.accelerator.device_count()` and `d2l_gpu.num_gpus()` count Apple or
+# Intel GPUs too. A CPU-only machine prints zeros and `None`; one NVIDIA card
+# gives `1`, `1`, `1` and `cuda`, two give `2`, `2`, `2` and `cuda`. Counting
+# asks the driver how many cards there are; it reserves nothing on them.
 
 # %% tags=["nbval-ignore-output"]
 print("torch.cuda.device_count():       ", torch.cuda.device_count())
@@ -142,66 +137,42 @@ print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
 # ## Which GPUs a process sees
 #
 # The numbers above are what *this process* may use, not what is plugged in.
-# The environment variable `CUDA_VISIBLE_DEVICES` (read by the CUDA runtime,
-# `HIP_VISIBLE_DEVICES` for AMD's ROCm) lists the cards a process may see, and
-# the ones it lists are numbered again from 0. On a machine with four GPUs,
+# The environment variable `CUDA_VISIBLE_DEVICES` (`HIP_VISIBLE_DEVICES` for
+# AMD's ROCm) lists the cards a process may see, and the ones it lists are
+# numbered again from 0. On a machine with four GPUs,
 # `CUDA_VISIBLE_DEVICES=2,3` leaves two: the physical GPU 2 becomes `cuda:0`
-# and GPU 3 becomes `cuda:1`. An empty value hides every GPU. The variable is
-# read once, when the process first talks to CUDA, so it belongs in the command
-# that starts Python or Jupyter (`CUDA_VISIBLE_DEVICES=1 python train.py`), not
-# in a cell of a running notebook.
-#
-# On a machine with CUDA GPUs, the cell below starts a fresh Python process with
-# the variable set and lets it count. With one GPU it hides it, and the child
-# counts none. With two or more it shows only the last one, and the child finds
-# that card as `cuda:0`: the same name this process lists last. The numbers in
-# the variable always count physical cards, so if this process was itself
-# started with `CUDA_VISIBLE_DEVICES` set, as cluster schedulers often do, the
-# cell passes on the last entry of that list. Without a CUDA GPU there is
-# nothing to hide, and the cell only says so.
+# and GPU 3 becomes `cuda:1`. Cluster schedulers often set it for each job.
+# CUDA reads it once, when it initialises in a process, so it belongs in the
+# command that starts Python or Jupyter (`CUDA_VISIBLE_DEVICES=1 python
+# train.py`). Set in a cell of a notebook that has already used the GPU, it
+# changes nothing. This is what this process was started with:
 
 # %% tags=["nbval-ignore-output"]
 import os
-import subprocess
 
-child = """
-import torch
-names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-print(len(names), "CUDA GPU(s):", names)
-"""
-# Ask for names only when the helpers offer a CUDA GPU: D2L_DEVICE=cpu means hands off.
-cuda = d2l_gpu.accelerator_type() == "cuda"
-names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if cuda else []
-print("this process sees", len(names), "CUDA GPU(s):", names)
-if names:
-    # The variable counts physical cards. If this process was itself started with
-    # it (cluster schedulers set it), its last card is the last entry listed there.
-    given = os.environ.get("HIP_VISIBLE_DEVICES" if torch.version.hip else "CUDA_VISIBLE_DEVICES")
-    listed = [entry.strip() for entry in (given or "").split(",") if entry.strip()]
-    if len(names) == 1:
-        visible = ""
-    elif len(listed) >= len(names):
-        visible = listed[len(names) - 1]
-    else:
-        visible = str(len(names) - 1)
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": visible, "HIP_VISIBLE_DEVICES": visible}
-    run = subprocess.run(
-        [sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True
-    )
-    print(f"a child with CUDA_VISIBLE_DEVICES={visible!r} sees", run.stdout.strip())
-else:
-    print("No CUDA GPU offered to hide or renumber, so no child process is started here.")
+print("CUDA_VISIBLE_DEVICES:", os.environ.get("CUDA_VISIBLE_DEVICES", "not set"))
 
 # %% [markdown]
+# An empty value hides every CUDA GPU, which is how to try the laptop's path
+# on a GPU machine: start with `CUDA_VISIBLE_DEVICES= jupyter lab`, or run a
+# lesson as `CUDA_VISIBLE_DEVICES= python 02-computing-devices.py`. The
+# process then finds no CUDA GPU, `try_gpu()` gives the CPU, and every cell of
+# these lessons takes the path it takes on a laptop. (An Apple GPU is not
+# hidden this way.)
+#
+# ## The current GPU
+#
 # Inside one process, plain `cuda` means the *current* CUDA device, `cuda:0`
-# unless changed. `torch.cuda.set_device(i)` changes it for good, and its own
-# docstring discourages it, in favour of the context manager
-# `torch.cuda.device(i)` (or of `CUDA_VISIBLE_DEVICES`). The context manager
-# changes the current device for the lines inside its block and restores it
-# on the way out, even after an error. On a CUDA machine the cell prints
-# current device `0`, then the helpers' last GPU for the tensor made inside the
-# block (`cuda:1` on two GPUs), then `0` again; elsewhere it says there is no
-# current CUDA device.
+# unless changed. `torch.cuda.set_device(i)` changes it for the rest of the
+# process. That is the right call when a process owns one GPU: in a job started
+# by `torchrun`, each process calls it once with its local rank, as
+# `d2l_gpu.distributed` does ([12](12-beyond-one-machine.ipynb)). A process
+# that uses several GPUs is better served by the context manager
+# `torch.cuda.device(i)`, which changes the current device inside its block
+# and restores it on the way out, even after an error. On two GPUs the cell
+# prints current device `0`, then `cuda:1` for a tensor made inside the block,
+# then `0` again. On one GPU the helpers' last GPU is `cuda:0` itself, so
+# nothing visibly changes.
 
 # %% tags=["nbval-ignore-output"]
 if d2l_gpu.accelerator_type() == "cuda":
@@ -211,7 +182,7 @@ if d2l_gpu.accelerator_type() == "cuda":
         print(f"inside torch.cuda.device({last}), 'cuda' means", torch.ones(1, device="cuda").device)
     print("after the block, the current CUDA device is again", torch.cuda.current_device())
 else:
-    print("No CUDA GPU offered: there is no current CUDA device to change.")
+    print("No CUDA GPU: there is no current CUDA device to change.")
 
 # %% [markdown]
 # ## Asking for a GPU that may not be there
@@ -237,8 +208,7 @@ d2l_gpu.try_all_gpus()
 # `[device(type='cpu')]`. With one GPU the answers are `cuda:0`, `cpu` and
 # `[cuda:0]`; with two, `cuda:0`, `cpu` and `[cuda:0, cuda:1]`.
 #
-# A GPU index is a whole number from 0; anything else is refused with a message
-# that says what was wrong rather than quietly handing back the CPU:
+# An index that is not a whole number from 0 is refused, not answered with the CPU:
 
 # %%
 try:
@@ -250,9 +220,8 @@ except (TypeError, ValueError) as error:
 # ## Choose once, use everywhere
 #
 # The usual pattern is to pick the device once, near the top of a script, and
-# pass it wherever tensors are made. PyTorch never moves the operands of an
-# operation to make it work (it copies to the host only to show or convert
-# values, as `print` does), so this one variable decides where everything lives.
+# pass it wherever tensors are made. PyTorch never moves an operand to make an
+# operation work, so this one variable decides where everything lives.
 
 # %%
 device = d2l_gpu.try_gpu()
@@ -261,34 +230,16 @@ print("x is on the chosen device:", x.device == device)
 print("x is on", x.device)
 
 # %% [markdown]
-# ## Trying the CPU path on a GPU machine
-#
-# Setting `D2L_DEVICE` restricts what the helpers offer, for a whole run or, as
-# here, for a few lines. With `D2L_DEVICE=cpu`, a GPU machine behaves like a
-# laptop, which is a quick way to check that code also works without a GPU.
-
-# %%
-import os
-
-saved = os.environ.get(d2l_gpu.ENV_VAR)
-os.environ[d2l_gpu.ENV_VAR] = "cpu"
-try:
-    print("with D2L_DEVICE=cpu:", d2l_gpu.try_gpu(), d2l_gpu.try_all_gpus(), d2l_gpu.num_gpus())
-finally:
-    if saved is None:
-        del os.environ[d2l_gpu.ENV_VAR]
-    else:
-        os.environ[d2l_gpu.ENV_VAR] = saved
-
-# %% [markdown]
 # ## What this lesson showed
 #
 # - `cpu` names the host, `cuda:0`, `cuda:1`, ... each GPU with its memory, and
-#   plain `cuda` the current GPU, which `torch.cuda.device(i)` changes for a
-#   block of code.
+#   plain `cuda` the current GPU.
 # - The count of GPUs is what this process may see; `CUDA_VISIBLE_DEVICES`,
-#   set before CUDA starts, hides cards and numbers the rest from 0.
+#   set before CUDA initialises, hides cards and numbers the rest from 0; empty,
+#   it sends a GPU machine down the CPU path.
+# - `torch.cuda.set_device` suits one process per GPU; `torch.cuda.device`
+#   changes the current GPU for a block.
 # - Plain PyTorch picks an accelerator with `torch.accelerator`; `try_gpu` and
-#   `try_all_gpus` add an index, fall back to the CPU, and honour `D2L_DEVICE`.
+#   `try_all_gpus` add an index and fall back to the CPU.
 #
 # Next: [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb) puts tensors on these devices.

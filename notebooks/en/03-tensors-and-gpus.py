@@ -3,18 +3,15 @@
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/03-tensors-and-gpus.ipynb)
 #
-# As run on an NVIDIA H200: [outputs](../gpu/nvidia-h200/en/03-tensors-and-gpus.ipynb) (earlier version).
+# What a GPU printed for these lessons: [notebooks/gpu](../gpu/README.md).
 #
 # **What you will learn**
 #
-# - how to see which device a tensor is on, and why every operand of one
-#   operation must be on the same device;
-# - how to create a tensor directly in a GPU's memory, on the first GPU or on a
-#   second one;
-# - how to copy a tensor to another device, and when `.to()` copies and when it
-#   does not;
-# - why PyTorch refuses to copy for us, and which everyday calls (`print`,
-#   NumPy) do copy to main memory.
+# - which device a tensor is on, and why every operand of one operation must be
+#   on the same device;
+# - how to create a tensor directly in a GPU's memory;
+# - how to copy a tensor to another device, and when `.to()` copies;
+# - why PyTorch never copies for us, and which everyday calls copy to main memory.
 #
 # **What you need**
 #
@@ -54,14 +51,13 @@ x.device
 #
 # To add two tensors, something has to read both and write the sum somewhere.
 # If one sits in main memory and the other in a GPU's memory, PyTorch would have
-# to guess where to compute and where to put the result, and either guess means
-# a hidden copy. It refuses instead. (One exception, by design: a
-# zero-dimensional CPU tensor, a plain number in effect, may join a GPU tensor.)
+# to guess where to compute, and either guess means a hidden copy. It refuses.
+# (One exception, by design: a zero-dimensional CPU tensor, a plain number in
+# effect, may join a GPU tensor.)
 #
 # We can see the refusal on any machine. The `meta` device holds a tensor's shape
-# and type but no data at all, so it costs nothing and every PyTorch build has it;
-# here it stands in for a second device. The error is caught and printed in one
-# line, so the notebook also runs as a plain script:
+# and type but no data, so it costs nothing and every PyTorch build has it; here
+# it stands in for a second device:
 
 # %%
 on_cpu = torch.ones(2, 3)
@@ -72,16 +68,14 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
-# The wording differs from what a GPU user meets, because the `meta` device
-# checks its inputs in its own way. Adding a CPU tensor to a tensor on the first
-# CUDA GPU stops with this message instead:
+# A GPU user meets other wording, because `meta` checks its inputs its own way.
+# Adding a CPU tensor to one on the first CUDA GPU stops with this message:
 #
 # > RuntimeError: Expected all tensors to be on the same device, but found at
 # > least two devices, cuda:0 and cpu!
 #
-# The next cell makes that mistake for real when there is a GPU. Without one,
-# there is no second device to mix, so it prints the message above rather than
-# pretending to fail.
+# The next cell makes that mistake for real when there is a GPU; without one,
+# it prints the message above rather than pretending to fail.
 
 # %% tags=["nbval-ignore-output"]
 gpu = d2l_gpu.try_gpu()
@@ -101,10 +95,9 @@ else:
 # ## Storage on the GPU
 #
 # The simplest way to put a tensor on a GPU is to create it there, with the
-# `device` argument. Its elements are then written straight into that GPU's
-# memory, and only that GPU's memory is used. On a machine without a GPU,
-# `try_gpu()` gives the CPU and `X` is an ordinary tensor; on a GPU its printout
-# ends with `device='cuda:0'`.
+# `device` argument: its elements are written straight into that GPU's memory,
+# and only that memory is used. Without a GPU, `try_gpu()` gives the CPU; on a
+# GPU the printout ends with `device='cuda:0'`.
 
 # %%
 X = torch.ones(2, 3, device=d2l_gpu.try_gpu())
@@ -117,66 +110,30 @@ X
 print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:", X.nbytes)
 
 # %% [markdown]
-# How to read what a GPU's memory holds, and what happens when a tensor does not
-# fit, is the subject of [04 – GPU memory](04-gpu-memory.ipynb).
+# What a GPU's memory holds, and what happens when a tensor does not fit, is
+# the subject of [08 – GPU memory](08-gpu-memory.ipynb).
 #
-# The book now creates a random tensor on a second GPU. `try_gpu(1)` gives the
-# second GPU when there is one and the CPU otherwise, and the cell says which
-# happened. The values depend on each device's random number generator, so on
-# a second GPU they differ from a CPU run's; with fewer GPUs `Y` is drawn on the
-# CPU, with the CPU's values. The shape is the same everywhere.
-
-# %% tags=["nbval-ignore-output"]
-Y = torch.rand(2, 3, device=d2l_gpu.try_gpu(1))
-if d2l_gpu.num_gpus() < 2:
-    print(f"No second GPU: Y was created on {Y.device} instead.")
-Y
-
-# %%
-print("Y:", tuple(Y.shape), Y.dtype)
-
-# %% [markdown]
 # ## Copying
 #
-# Say `X` is on the first GPU and `Y` on the second, and we want `X + Y`. As we
-# saw, adding them directly fails. We first copy `X` to where `Y` is, calling the
-# copy `Z`, then add there. The picture shows the plan on a machine with two GPUs:
+# Say `X` is on one device and `Y` on another, and we want `X + Y`. The book
+# puts `X` on the first GPU and a random `Y` on a second. With one GPU, the copy
+# that matters most is the one training makes for every batch, from main memory
+# to the GPU. So the next cell makes the pair to fit the machine: on two GPUs
+# the book's pair; on one, `X` in main memory and `Y` on the GPU; without a
+# GPU, both on the CPU.
 
 # %%
-import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
-
-fig, ax = plt.subplots(figsize=(7.5, 2.8))
-ax.set(xlim=(0, 11), ylim=(0, 4))
-ax.axis("off")
-for left, name in [(0.2, "CPU"), (3.8, "GPU 0"), (7.4, "GPU 1")]:
-    outline = FancyBboxPatch((left, 0.3), 3.2, 3.2, boxstyle="round,pad=0.05", fc="whitesmoke")
-    ax.add_patch(outline)
-    ax.text(left + 1.6, 3.15, name, ha="center", weight="bold")
-ax.text(
-    1.8, 1.8, "main memory;\nPython queues\nthe work", ha="center", va="center", color="dimgray"
-)
-places = {"X": (5.0, 2.3), "Y": (8.1, 2.5), "Z": (8.1, 1.1), "Y + Z": (9.9, 1.8)}
-for label, (x, y) in places.items():
-    box = {"boxstyle": "round", "fc": "lightyellow", "ec": "black"}
-    ax.text(x, y, label, ha="center", va="center", size=12, bbox=box)
-for start, end, color in [
-    ("X", "Z", "tab:red"),
-    ("Y", "Y + Z", "tab:blue"),
-    ("Z", "Y + Z", "tab:blue"),
-]:
-    arrow = {"arrowstyle": "-|>", "mutation_scale": 14, "shrinkA": 14, "shrinkB": 18}
-    line = FancyArrowPatch(places[start], places[end], color=color, **arrow)
-    ax.add_patch(line)
-ax.text(5.4, 0.7, "copy: Z = X.to('cuda:1')", ha="center", size=9, color="tab:red")
-ax.text(9.9, 2.5, "add", ha="center", size=9, color="tab:blue")
-plt.show()
+gpus = d2l_gpu.try_all_gpus()
+if len(gpus) >= 2:  # the book's case: GPU 0 and GPU 1
+    X = torch.ones(2, 3, device=gpus[0])
+    Y = torch.rand(2, 3, device=gpus[1])
+else:  # X in main memory, as a batch of data starts out
+    X = torch.ones(2, 3)
+    Y = torch.rand(2, 3, device=gpus[0])
+print(f"X is on {X.device}, Y is on {Y.device}")
 
 # %% [markdown]
-# With two GPUs the next cell shows the failure. With one GPU, `Y` fell back to
-# the CPU, so the cell fails with the GPU beside the CPU, and the copy below goes
-# from the GPU to main memory. Without a GPU, `X` and `Y` are both on the CPU and
-# there is nothing to copy between.
+# Adding them directly fails whenever they are on two devices:
 
 # %% tags=["nbval-ignore-output"]
 if X.device == Y.device:
@@ -188,7 +145,8 @@ else:
         print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
 # %% [markdown]
-# Now the copy, and both tensors printed:
+# So we first copy `X` to where `Y` is, calling the copy `Z`, and add there.
+# Both are printed:
 
 # %%
 Z = X.to(Y.device)
@@ -196,17 +154,18 @@ print(X)
 print(Z)
 
 # %% [markdown]
-# `X` and `Z` hold the same values; with two GPUs they print different devices,
-# `cuda:0` and `cuda:1`. With one GPU, `X` is on it and `Y` on the CPU, so `Z` is
-# a copy of `X` in main memory, printed without a device. Without a GPU, `X` is
-# already where `Y` is, so `X.to(Y.device)` copies nothing and `Z` *is* `X`, the
-# same object. The next cell says which case this is.
+# `X` and `Z` hold the same values. With two GPUs they print `cuda:0` and
+# `cuda:1`: the copy went from one card to the other. With one GPU, `X` prints
+# without a device and `Z` with `cuda:0`: the copy went from main memory to the
+# GPU. No GPU has run this cell yet. Without a GPU, `X` is already where `Y` is,
+# so `X.to(Y.device)` copies nothing and `Z` *is* `X`. The next cell says which
+# case this is.
 
 # %% tags=["nbval-ignore-output"]
 print(f"X on {X.device}, Z on {Z.device}; Z is X: {Z is X}")
 
 # %% [markdown]
-# Either way, both operands of the sum are now in one place:
+# Either way, both operands are now in one place:
 
 # %%
 print("Y + Z equals Y + 1:", torch.equal(Y + Z, Y + 1))
@@ -216,10 +175,10 @@ print("Y + Z equals Y + 1:", torch.equal(Y + Z, Y + 1))
 #
 # `Z` is already where `Y` is. Asking to move it there again costs nothing:
 # `.to()` returns the very same tensor object. With `copy=True` it allocates new
-# memory and copies every element, even though the device does not change. The
-# book's Java API makes the same distinction with a flag; `Z.cuda(1)` in PyTorch
-# behaves like the no-copy form. `data_ptr()`, the address of a tensor's first
-# element, shows whether two tensors share memory.
+# memory and copies every element, although the device does not change. The
+# book's Java API makes the same distinction with a flag; `Z.cuda(1)` behaves
+# like the no-copy form. `data_ptr()`, the address of a tensor's first element,
+# shows whether two tensors share memory.
 
 # %%
 W = Z.to(Z.device, copy=True)
@@ -232,26 +191,25 @@ print("same values:        ", torch.equal(W, Z))
 # ## Side notes
 #
 # People buy GPUs for speed, and moving data between devices is where speed is
-# lost. That is why PyTorch never moves an operand to make an operation work: a
-# crash points at the problem, while a silent copy would just make the program
-# slow without saying why. Three effects are worth knowing, and
-# [05 – Asynchrony and transfers](05-asynchrony-and-transfers.ipynb) measures
+# lost. So PyTorch never moves an operand for us: a crash points at the
+# problem, while a silent copy would make the program slow without saying why.
+# Three effects are worth knowing, and
+# [04 – Asynchrony and transfers](04-asynchrony-and-transfers.ipynb) measures
 # each of them:
 #
 # - a transfer is slow next to the arithmetic it feeds: main memory and a GPU
 #   talk over a bus (PCIe) that moves tens of GB/s, while a GPU reads its own
 #   memory at hundreds of GB/s to several TB/s;
 # - every transfer has a fixed cost, so many small ones are much worse than one
-#   large one, and many small operations worse than one that does the same work;
-# - some calls make the CPU wait for the GPU, like standing at a coffee counter
+#   large one;
+# - some calls make the CPU wait for the GPU, like waiting at a coffee counter
 #   instead of ordering ahead by phone: meanwhile nothing new gets queued.
 #
 # ### Printing and NumPy go through main memory
 #
-# Some calls do copy by themselves, because of what they are for. `print` needs
+# Some calls copy by themselves, because of what they are for: `print` needs
 # the values in main memory, so for a GPU tensor it copies them to the host
-# first, without being asked. `.numpy()` does not: a NumPy array can only live
-# in main memory, and on a GPU tensor `.numpy()` raises a `TypeError` that asks
+# first. `.numpy()` does not: on a GPU tensor it raises a `TypeError` that asks
 # for `.cpu()` first. A `meta` tensor shows the same refusal on any machine:
 
 # %%
@@ -262,8 +220,8 @@ except TypeError as error:
 
 # %% [markdown]
 # Three calls bring values to the host from any device: `.cpu()` gives a CPU
-# tensor (which `.numpy()` then accepts), `.tolist()` gives Python numbers, and
-# `.item()` gives the one number of a one-element tensor.
+# tensor, `.tolist()` Python numbers, and `.item()` the one number of a
+# one-element tensor.
 
 # %%
 device = d2l_gpu.try_gpu()
@@ -272,9 +230,8 @@ print(t.cpu().numpy(), t.tolist(), t[-1].item())
 
 # %% [markdown]
 # For a tensor already on the CPU, `.cpu()` returns the tensor itself and
-# `.numpy()` shares its memory, so nothing is copied. For a GPU tensor, `.cpu()`
-# is a real copy into new host memory. The next cell prints which of the two
-# happened here.
+# `.numpy()` shares its memory. For a GPU tensor, `.cpu()` is a real copy into
+# new host memory. The next cell prints which of the two happened here.
 
 # %% tags=["nbval-ignore-output"]
 on_host = t.cpu()
@@ -287,13 +244,11 @@ print("NumPy array shares t's memory:", on_host.numpy().ctypes.data == t.data_pt
 # - A tensor's `device` says where it lives; a new one lives on the CPU unless
 #   created elsewhere with `device=`.
 # - Every operand of one operation must be on one device; mixing devices is an
-#   error, with a message that names both devices.
-# - `X.to(Y.device)` copies `X` to where `Y` is, after which they can be added;
-#   `.to()` onto the device a tensor is already on returns the tensor itself,
-#   and `copy=True` makes a real copy in new memory.
-# - PyTorch never moves an operand for us, because moving data is where speed
-#   is lost; `print`, `.cpu()`, `.tolist()` and `.item()` copy to main memory,
-#   and `.numpy()` needs a CPU tensor.
+#   error that names both.
+# - `X.to(Y.device)` copies `X` to where `Y` is; onto the device a tensor is
+#   already on, `.to()` returns the tensor itself, and `copy=True` really copies.
+# - PyTorch never moves an operand for us, because moving data costs speed;
+#   `print`, `.cpu()`, `.tolist()` and `.item()` copy to main memory.
 #
-# Next: [04 – GPU memory](04-gpu-memory.ipynb) reads what a GPU's memory holds
-# and tries, safely, to ask for more than it has.
+# Next: [04 – Asynchrony and transfers](04-asynchrony-and-transfers.ipynb)
+# measures what waiting for a GPU and moving data to it cost.
