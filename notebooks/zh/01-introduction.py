@@ -41,7 +41,7 @@ if d2l_gpu.num_gpus() == 0:
 #
 # 大约从 2000 年起，单块 GPU 每秒能完成的运算量每十年增长约一千倍。
 # 模型的规模也随之增长。今天深度学习里的许多任务，只靠 CPU 的话耗时太长，根本做不成。
-# 但速度不会自动到手。GPU 是一块独立的设备，有自己的显存，计算要用的数据必须先放到那里。
+# 但速度不会自动到手。GPU 是一块独立的设备，有自己的显存，计算要用的数据必须先放进显存。
 #
 # 本节讲的正是这件事：怎样称呼各个设备，怎样把张量和模型放上去，
 # 怎样在设备之间搬运数据而不白白损耗速度。
@@ -147,7 +147,7 @@ else:
     print("No GPU: everything runs on the CPU, and the text says what a GPU would show.")
 
 # %% [markdown]
-# 想在 GPU 机器上走一遍笔记本电脑的路径，就在启动 Python 时隐藏所有 GPU（`CUDA_VISIBLE_DEVICES=`），
+# 想在 GPU 机器上模拟没有 GPU 的笔记本电脑，可以在启动 Python 时隐藏所有 GPU（`CUDA_VISIBLE_DEVICES=`），
 # 做法见 [02](02-computing-devices.ipynb)。
 
 # %% [markdown]

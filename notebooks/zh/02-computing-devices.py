@@ -8,7 +8,7 @@
 # **你将学到**
 #
 # - PyTorch 怎样称呼 CPU 和每一块 GPU，一个 GPU 设备代表什么；
-# - 怎样数出一台机器上有几块 GPU，一个进程能看到其中哪几块，以及怎样把它们全部隐藏，试一试 CPU 的路径；
+# - 怎样数出一台机器上有几块 GPU，一个进程能看到其中哪几块，以及怎样把它们全部隐藏，模拟没有 GPU 的机器；
 # - 原生 PyTorch 怎样选加速器，以及 `try_gpu` 和 `try_all_gpus` 两个辅助函数：不管要的 GPU 在不在，同一份代码都能运行。
 #
 # **你需要**
@@ -38,7 +38,7 @@ if d2l_gpu.num_gpus() == 0:
 # %% [markdown]
 # ## 设备的名字
 #
-# `torch.device` 表示一个位置：张量存放在那里，对它们的运算也在那里进行。
+# `torch.device` 表示存放张量、对张量做运算的位置。
 # CPU 只有一个名字 `cpu`，不管它有多少个核心，因为这些核心共用电脑的内存。
 # 每块 GPU 都有自己的名字，因为每块卡都有自己的显存：`cuda:0` 是第一块，`cuda:1` 是第二块。
 # 单写 `cuda` 指当前的那块卡，如果没有改过，就是 `cuda:0`。
@@ -142,7 +142,7 @@ import os
 print("CUDA_VISIBLE_DEVICES:", os.environ.get("CUDA_VISIBLE_DEVICES", "not set"))
 
 # %% [markdown]
-# 值为空时，所有 CUDA GPU 都被隐藏。想在 GPU 机器上试一试笔记本电脑上的路径，就这样做：
+# 值为空时，所有 CUDA GPU 都被隐藏。想在 GPU 机器上模拟没有 GPU 的笔记本电脑，就这样做：
 # 用 `CUDA_VISIBLE_DEVICES= jupyter lab` 启动，或者用 `CUDA_VISIBLE_DEVICES= python 02-computing-devices.py`
 # 运行某一课。这时进程找不到 CUDA GPU，`try_gpu()` 返回 CPU，各课的每个单元格都和在笔记本电脑上一样运行。
 # （这个办法隐藏不了 Apple 的 GPU。）
@@ -171,7 +171,7 @@ else:
 # ## 要一块未必存在的 GPU
 #
 # 直接写 `torch.device("cuda:1")` 的代码，在 GPU 少于两块的机器上，
-# 一往那里放张量就会出错。下面两个辅助函数可以避免这个问题：
+# 一在这块卡上创建张量就会出错。下面两个辅助函数可以避免这个问题：
 #
 # - `try_gpu(i)`：第 i 块 GPU 存在就返回它，否则返回 CPU；
 # - `try_all_gpus()`：返回全部 GPU，一块都没有时返回 `[cpu]`，
@@ -215,7 +215,7 @@ print("x is on", x.device)
 #
 # - `cpu` 指主机；`cuda:0`、`cuda:1`……各指一块 GPU 及其显存；单写的 `cuda` 指当前 GPU。
 # - 数出来的 GPU 是这个进程能看到的那些。`CUDA_VISIBLE_DEVICES` 要在 CUDA 初始化之前设好，
-#   它隐藏一部分显卡，其余的从 0 重新编号；值为空时，GPU 机器就走 CPU 的路径。
+#   它隐藏一部分显卡，其余的从 0 重新编号；值为空时，GPU 机器上的代码就像在没有 GPU 的机器上一样运行。
 # - 每个进程只用一块 GPU 时用 `torch.cuda.set_device`；`torch.cuda.device` 只在一个代码块里改变当前 GPU。
 # - 原生 PyTorch 用 `torch.accelerator` 选加速器；`try_gpu` 和 `try_all_gpus` 加上了编号，
 #   没有 GPU 时退回 CPU。
