@@ -252,7 +252,8 @@ for first, second, labels in (
 # %% [markdown]
 # The middle half is what decides "clearly": one lucky round cannot produce a
 # verdict, and one unlucky round cannot spoil one.
-#
+
+# %% [markdown]
 # ## What this lesson showed
 #
 # - A clock that does not wait for a GPU measures the launch. `d2l_gpu.Timer`

@@ -52,9 +52,10 @@ if d2l_gpu.num_gpus() == 0:
 # - **memory bandwidth**: the arithmetic units wait for data. `x * 2` does one
 #   multiplication per 8 bytes it reads and writes; the memory, not the
 #   arithmetic, sets its speed.
-# - **overhead**: the GPU waits for the host. The small copies of 04, the many
-#   small products of 07 and a `.item()` at every step spend their time in
-#   Python, in launching kernels and in synchronizing, while the GPU idles.
+# - **overhead**: the GPU waits for the host. The small copies of 04, the
+#   small products in 07's exercises and a `.item()` at every step spend their
+#   time in Python, in launching kernels and in synchronizing, while the GPU
+#   idles.
 #
 # The way to tell which one holds is to turn a time into a *rate*
 # (operations or bytes per second) and hold it against the device's limit for
@@ -228,11 +229,12 @@ else:
 # ## Remedy for compute: lower precision
 #
 # When a product is compute-bound, the lever is the arithmetic itself. GPUs
-# since the A100 have tensor cores that multiply bfloat16 (float32's range, but only 8 significant bits)
-# many times faster than float32, and TF32, which keeps float32's range with
-# fewer mantissa bits. `torch.autocast` runs the products inside its block in
-# bfloat16 and leaves the rest of the code alone; the timed call includes
-# casting the inputs, as a model under autocast does.
+# since the A100 have tensor cores that multiply in bfloat16 (float32's range,
+# but only 8 significant bits) many times faster than in float32; they also
+# offer TF32, which rounds float32 inputs to 11 significant bits and adds up
+# in float32. `torch.autocast` runs the products inside its block in bfloat16
+# and leaves the rest of the code alone; the timed call includes casting the
+# inputs, as a model under autocast does.
 # `torch.set_float32_matmul_precision("high")` lets float32 products use TF32
 # (the default, `"highest"`, does not).
 #

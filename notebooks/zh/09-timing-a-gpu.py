@@ -1,0 +1,252 @@
+# %% [markdown]
+# # 给 GPU 计时：会等待的时钟，和一条比较规则
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/09-timing-a-gpu.ipynb)
+#
+# 这些课在 GPU 上打印的结果：[notebooks/gpu](../gpu/README.md)。
+#
+# *书外延伸：这一课超出了原书这一节。*
+#
+# **你将学到**
+#
+# - 为什么普通的时钟在 GPU 上会骗人：它量到的是启动核函数的时间，而不是计算本身；
+# - `d2l_gpu.Timer`：原书的计时器，改成了读数前先等设备做完；
+#   `d2l_gpu.benchmark`：先预热，再报告时间的中位数和离散程度；
+# - CUDA 事件量的是什么，包括它*并不*排除的那部分时间；
+# - 各课里 `d2l_gpu.compare` 用的那一条规则，以及它的区间。
+#
+# **你需要**
+#
+# - 先读过 [04 – 异步与传输](04-asynchrony-and-transfers.ipynb)：那一课说明了
+#   GPU 按队列干活，而 Python 在前面先跑。GPU 不是必需的：在 CPU 上每个单元格都能运行，
+#   文字会说明 GPU 上会看到什么。
+#
+# 代码和输出与英文版相同，所以单元格打印的文字是英文。
+
+# %% tags=["nbval-ignore-output"]
+import sys
+
+if "google.colab" in sys.modules:  # Colab: add d2l_gpu and keep Colab's own torch
+    get_ipython().run_line_magic(
+        "pip", "install --quiet --no-deps git+https://github.com/d2l-gpu/d2l-gpu"
+    )
+
+import torch
+
+import d2l_gpu
+
+torch.manual_seed(0)
+print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
+print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+if d2l_gpu.num_gpus() == 0:
+    print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
+
+# %% [markdown]
+# ## 普通时钟量到的是启动
+#
+# 在 GPU 上，`torch.matmul` 检查参数，把一个核函数放进设备的队列，然后就返回。
+# 所以调用刚返回就读时钟，得到的是*启动*这项工作用的时间，而不是做完它用的时间。
+# 下面的单元格围绕十次矩阵乘法读两次时钟：一次在循环返回时，
+# 一次在 `d2l_gpu.synchronize(device)` 等到队列清空之后。
+# 开始计时之前的三次调用是*预热*：一个核函数的头几次调用要挑选算法、分配内存，
+# 后面的调用就不必再付这些代价。
+#
+# 在 CPU 上，乘法在调用之内就算完了，所以两次读数一致。
+# 在 GPU 上，第一次读数只是第二次的一小部分。
+
+# %% tags=["nbval-ignore-output"]
+import time
+
+device = d2l_gpu.try_gpu()
+n = 256 if device.type == "cpu" else 4096  # GPU 要有足够大的工作才能一直忙着
+a = torch.randn(n, n, device=device)
+c = torch.empty_like(a)
+for _ in range(3):  # 预热
+    torch.matmul(a, a, out=c)
+d2l_gpu.synchronize(device)
+
+start = time.perf_counter()
+for _ in range(10):
+    torch.matmul(a, a, out=c)
+launched = time.perf_counter() - start  # Python 已经返回，设备未必做完
+d2l_gpu.synchronize(device)
+finished = time.perf_counter() - start
+print(f"10 products of {n}x{n} on {device}:")
+print(f"  clock read when the loop returned: {launched * 1e3:8.2f} ms")
+print(f"  clock read after waiting:          {finished * 1e3:8.2f} ms")
+
+# %% [markdown]
+# ## `Timer`：原书的计时器，读数前先等设备
+#
+# 原书用一个小小的 `Timer` 类给实验计时（`start`、`stop`、`avg`、`sum`、`cumsum`）。
+# 原书的版本读时钟之前不等设备，所以在 GPU 上量到的只是启动。
+# `d2l_gpu.Timer` 保留同样的方法名，但每次读数之前都先等设备做完。
+# 把同一个测量重复几次，就会看到下一个问题：每次读数都不一样。
+
+# %% tags=["nbval-ignore-output"]
+timer = d2l_gpu.Timer(device)  # 创建时就开始计时，先等设备空闲
+for _ in range(10):
+    torch.matmul(a, a, out=c)
+print(f"one reading: {timer.stop() * 1e3:.2f} ms for 10 products")
+for _ in range(4):
+    timer.start()
+    for _ in range(10):
+        torch.matmul(a, a, out=c)
+    timer.stop()
+readings = ", ".join(f"{t * 1e3:.2f}" for t in timer.times)
+print(f"five readings (ms): {readings}; mean {timer.avg() * 1e3:.2f} ms")
+
+# %% [markdown]
+# ## `benchmark()`：预热、分块、中位数与离散程度
+#
+# 一次读数可能恰好碰上别的程序占着 CPU，或者 GPU 还在提升时钟频率。
+# `d2l_gpu.benchmark` 建立在 PyTorch 自带的测量工具 `torch.utils.benchmark.Timer` 之上，
+# 做的正是细心的人会亲手做的事：
+#
+# - 先调用几次（预热）；
+# - 把若干次调用归成一个*块*，块要足够大，让读时钟的开销相对于整块可以忽略；
+#   每块的两端都先等设备做完；
+# - 至少计时 10 块，报告每次调用时间的**中位数**（一块慢了也拉不动它），
+#   以及**四分位距**（IQR）：中间一半的块所占的宽度，从第一四分位数（q1）到第三四分位数（q3）。
+
+# %% tags=["nbval-ignore-output"]
+product = d2l_gpu.benchmark(lambda: torch.matmul(a, a, out=c), device=device, label="x @ x")
+print(product)
+print(f"middle half of the blocks: {product.q1 * 1e6:.1f} to {product.q3 * 1e6:.1f} us per call")
+print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e6:.1f} us per call")
+
+# %% [markdown]
+# 最慢的那一块说明了各课为什么报告中位数：平均值会被它拉高，中位数不会。
+#
+# ## CUDA 事件：GPU 自己的时间线
+#
+# CUDA GPU 也能给自己计时。`torch.cuda.Event` 是放进队列的一个标记；
+# GPU 走到它时记下当时的时刻。`elapsed_time` 给出两个标记之间*在 GPU 时间线上*相隔的毫秒数。
+# 人们很容易把它理解成“去掉了 Python 开销的 GPU 时间”，但它并不是：
+# 如果 GPU 在两个标记之间闲着，等 Python 启动下一个核函数，这段空闲也算在里面。
+#
+# 下面的单元格用 200 个极小的核函数（`small.mul_(1.0)`，每个都比启动它的时间短得多）演示两种情况：
+#
+# - *第一个标记时 GPU 空闲*：Python 每启动一个核函数，GPU 就马上算完，然后等下一个。
+#   事件读到的时间与同步后的主机时钟差不多，都是启动循环所花的时间。
+# - *GPU 先忙起来*：第一个标记之前先排进三次大的矩阵乘法，
+#   GPU 走到这个标记时，200 次启动都已经在队列里了。
+#   这时事件量到的是这些核函数一个接一个、中间没有空隙地运行的时间，要短得多。
+#
+# 像第一行那样围绕大的矩阵乘法计时，事件和等待设备的主机时钟几乎一致，
+# 因为 GPU 一直有活干。这个单元格还没有在 GPU 上运行过。
+
+# %% tags=["nbval-ignore-output"]
+if device.type == "cuda":
+    stream = torch.cuda.current_stream(device)  # 核函数进入的队列
+    small = torch.ones(256, device=device)
+
+    def timed_on_gpu(work, head_start):
+        begin = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        d2l_gpu.synchronize(device)
+        for _ in range(head_start):
+            torch.matmul(a, a, out=c)  # Python 启动核函数时，GPU 正忙于这些乘法
+        start = time.perf_counter()
+        begin.record(stream)
+        work()
+        end.record(stream)
+        end.synchronize()  # 等 GPU 走过第二个标记
+        return begin.elapsed_time(end), (time.perf_counter() - start) * 1e3
+
+    def ten_products():
+        for _ in range(10):
+            torch.matmul(a, a, out=c)
+
+    def tiny_kernels():
+        for _ in range(200):
+            small.mul_(1.0)
+
+    for what, work, head_start in (
+        ("10 large products, GPU idle at start", ten_products, 0),
+        ("200 tiny kernels, GPU idle at start", tiny_kernels, 0),
+        ("200 tiny kernels, GPU busy first", tiny_kernels, 3),
+    ):
+        timed_on_gpu(work, head_start)  # 预热
+        gpu_ms, host_ms = timed_on_gpu(work, head_start)
+        print(f"{what}: events {gpu_ms:.3f} ms, host clock {host_ms:.3f} ms")
+else:
+    print(f"CUDA events need a CUDA GPU; on {device} nothing is queued, and a clock that")
+    print("waits (Timer, benchmark) measures the work itself.")
+
+# %% [markdown]
+# 最后一行的主机时钟还等了那三次乘法，所以它更大；事件只覆盖那些小核函数。
+# 可见只有队列一直排满时，事件量到的才只是计算本身。
+# `d2l_gpu.benchmark` 和 `compare` 用的是等待设备的主机时钟，
+# 它计入用户真正要等的一切：启动、空闲和计算。
+#
+# ## `compare()`：判断“哪个更慢”的一条规则
+#
+# 先后测出的两个中位数可能不同，只因为中间机器变忙了。
+# `d2l_gpu.compare(first, second)` 避开了这一点：它让两者按*轮*交替计时
+# （先第一个后第二个，再先第二个后第一个，依此类推，共 10 轮），每轮各计一块，
+# 并算出每轮的比值 second / first。机器慢下来的那一阵落在同一轮的两边，
+# 在这一轮的比值里大体抵消。
+#
+# 然后它只用一条规则，配一个*区间*，区间用倍数表示，为 **1.25** 倍：
+#
+# - 各轮比值的中位数落在 1/1.25（0.8）到 1.25 之间，两者就**耗时相当**；
+# - 只有各轮比值的中间一半（q1 到 q3）都落在区间之外，才说一方**明显**更慢（或更快）；
+# - 介于两者之间的情况，就是**没有明显差别**。
+#
+# 用倍数而不用百分比，是因为结论不该取决于哪一方放在前面：
+# 这一方向的“耗时是 1.25 倍”，反过来就是“0.8 倍”。
+# 取 1.25，是因为更小的差距很少会改变代码的写法，
+# 而在共享的机器上，计时的漂移往往不止百分之几。
+# 各课都用这个默认区间，并打印 `compare` 返回的那句话；只有本课讨论这个区间。
+#
+# 下面的单元格先比较 `x * 2` 与 `x + x`（读写的内存一样多，应当耗时相当），
+# 再比较 `x * 2` 与在四倍数据上做的 `x * 2`，后者应当明显更慢。
+# 每句话下面都打印各轮比值的中位数和中间一半，旁边是区间。
+
+# %% tags=["nbval-ignore-output"]
+x = torch.randn(2**22, device=device)  # 16 MiB 的 float32 数据
+y = torch.empty_like(x)
+big = torch.randn(2**24, device=device)  # 四倍的数据
+big_out = torch.empty_like(big)
+
+
+def times_two():
+    torch.mul(x, 2, out=y)
+
+
+def plus_itself():
+    torch.add(x, x, out=y)
+
+
+def times_two_big():
+    torch.mul(big, 2, out=big_out)
+
+
+for first, second, labels in (
+    (times_two, plus_itself, ("x * 2", "x + x")),
+    (times_two, times_two_big, ("x * 2", "x * 2 on 4x the data")),
+):
+    comparison = d2l_gpu.compare(first, second, labels=labels, device=device)
+    print(comparison)
+    low, high = 1 / comparison.band, comparison.band
+    print(
+        f"  round ratios: median {comparison.ratio:.2f}, middle half"
+        f" {comparison.ratio_q1:.2f} to {comparison.ratio_q3:.2f}; band {low:.2f} to {high:.2f}"
+    )
+
+# %% [markdown]
+# 决定“明显”的是中间一半：单独一轮运气好，得不出结论；单独一轮运气差，也推不翻结论。
+
+# %% [markdown]
+# ## 本课小结
+#
+# - 不等 GPU 的时钟量到的是启动。`d2l_gpu.Timer` 保留原书的方法名，每次读数都先等设备。
+# - `d2l_gpu.benchmark` 先预热，至少计时 10 块，报告每次调用时间的中位数和四分位距。
+# - CUDA 事件量的是两个标记之间的 GPU 时间线，空闲也算在内；
+#   只有队列一直排满，它量到的才只是计算本身。
+# - `d2l_gpu.compare` 让两个调用按轮交替计时，只用一个区间，倍数为 1.25：
+#   比值在 0.8 到 1.25 之间算耗时相当，只有各轮比值的中间一半落在区间之外才算“明显”。
+#
+# 下一篇：[10 – 性能分析器与 meta 设备](10-profiler-and-meta.ipynb)
+# 逐个核函数地看一步的时间花在哪里。

@@ -1,0 +1,308 @@
+# %% [markdown]
+# # 三种上限：算力、内存带宽与开销
+#
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/11-three-limits.ipynb)
+#
+# 这些课在 GPU 上打印的结果：[notebooks/gpu](../gpu/README.md)。
+#
+# *书外延伸：这一课超出了原书这一节。*
+#
+# **你将学到**
+#
+# - GPU 上的程序会受哪三种上限约束：算力、内存带宽和开销；
+# - 怎样对照一张常见设备的上限表，把测得的速率换算成上限的百分比，
+#   以及为什么超过 100% 的速率说明时钟没有等设备做完；
+# - 每种上限各一个对策，都经过实测：降低精度、减少启动次数、加大批量。
+#
+# **你需要**
+#
+# - 先读过 [09 – 给 GPU 计时](09-timing-a-gpu.ipynb)，了解 `benchmark` 和 `compare`；
+#   例子来自 [04 – 异步与传输](04-asynchrony-and-transfers.ipynb)
+#   和 [07 – 练习](07-exercises.ipynb)。GPU 不是必需的：在 CPU 上每个单元格都能运行，
+#   文字会说明 GPU 上会看到什么。
+#
+# 代码和输出与英文版相同，所以单元格打印的文字是英文。
+
+# %% tags=["nbval-ignore-output"]
+import sys
+
+if "google.colab" in sys.modules:  # Colab: add d2l_gpu and keep Colab's own torch
+    get_ipython().run_line_magic(
+        "pip", "install --quiet --no-deps git+https://github.com/d2l-gpu/d2l-gpu"
+    )
+
+import torch
+
+import d2l_gpu
+
+torch.manual_seed(0)
+print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
+print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+if d2l_gpu.num_gpus() == 0:
+    print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
+
+# %% [markdown]
+# ## 三种上限
+#
+# GPU 上的任何一项工作，都被下面三者之一拖住：
+#
+# - **算力**：运算单元一直在忙。大的矩阵乘法就是例子：两个 n × n 矩阵相乘，
+#   要对 3n² 个数做大约 2n³ 次运算，从内存取来的每个数都会被用上很多次。
+# - **内存带宽**：运算单元在等数据。`x * 2` 每读写 8 个字节只做一次乘法，
+#   决定它快慢的是内存，而不是运算。在 GPU 上，这里的内存指显存。
+# - **开销**：GPU 在等主机。04 里的小块复制、07 的练习里的小矩阵乘法、每一步都调用一次 `.item()`，
+#   时间都花在 Python、启动核函数和同步上，GPU 则闲着。
+#
+# 要判断是哪一种，就把时间换算成*速率*（每秒多少次运算或多少字节），
+# 再拿它和设备在这一项上的上限相比。接近算力上限或内存带宽上限的工作，
+# 只有少做一些、或者换用更便宜的运算，才能更快；远低于两个上限的工作，多半是在付开销。
+#
+# ## 常见设备的上限
+#
+# | 设备（PyTorch 报告的名字） | float32 TFLOP/s | TF32 TFLOP/s | bfloat16 TFLOP/s | 内存带宽 GB/s | 主机链路 GB/s |
+# | --- | --- | --- | --- | --- | --- |
+# | H200 SXM（`NVIDIA H200`） | 67 | 495 | 989 | 4,800 | 63（PCIe 5.0，16 通道） |
+# | H100 SXM（`NVIDIA H100 80GB HBM3`） | 67 | 495 | 989 | 3,350 | 63（PCIe 5.0，16 通道） |
+# | A100 SXM4 80 GB（`NVIDIA A100-SXM4-80GB`） | 19.5 | 156 | 312 | 2,039 | 31.5（PCIe 4.0，16 通道） |
+# | L4（`NVIDIA L4`） | 30.3 | 60 | 121 | 300 | 31.5（PCIe 4.0，16 通道） |
+# | T4（`Tesla T4`） | 8.1 | 无 | 无 | 320 | 15.8（PCIe 3.0，16 通道） |
+# | Apple M2，GPU 有 10 个核心（`Apple M2`） | 3.6 | 无 | 无 | 100（与 CPU 共用） | 无：只有一块内存 |
+# | CPU（估计值） | 线程数 × 3 GHz × 32 或 64 | 无 | 无 | 约 50 | 无 |
+#
+# GPU 的数字都来自厂商自己：NVIDIA 的数据手册，以及 Apple 发布 M2 时给出的数字。
+# NVIDIA 的张量核心数字印了两遍，较大的那个针对“2:4 稀疏”矩阵，普通的矩阵乘法用不上；
+# 表里给的是稠密数字，即稀疏数字的一半。T4 没有 TF32 和 bfloat16 运算单元，
+# Apple 也没有单独给出这两项。主机链路指显卡所插的 PCIe 插槽，按单向计；
+# 插槽较旧的主机会更慢。内存速率把读的字节和写的字节都算在内。
+#
+# CPU 在这里没有数据手册可查，所以最后一行是**估计值**，这里明说：
+# 每个线程按约 3 GHz、每个时钟周期 32 次 float32 运算计（AVX2：8 个数上的两次乘加），
+# 有 AVX-512 时按 64 次；内存按约 50 GB/s 计，相当于许多笔记本电脑上的双通道 DDR4-3200。
+# 超过数据手册数字的速率是测量错误；超过估计值只说明这台机器比估计的快，或者数据留在了缓存里。
+#
+# 下一个单元格把同样的数字放进一个字典，并找出辅助函数所选设备对应的那一行。
+
+# %% tags=["nbval-ignore-output"]
+import subprocess
+import time
+
+# float32、TF32、bfloat16 为稠密峰值（TFLOP/s），内存与主机链路为 GB/s；None 表示没有数字
+LIMITS = {
+    "NVIDIA H200": dict(float32=67, tf32=495, bfloat16=989, memory=4800, link=63),
+    "NVIDIA H100 80GB HBM3": dict(float32=67, tf32=495, bfloat16=989, memory=3350, link=63),
+    "NVIDIA A100-SXM4-80GB": dict(float32=19.5, tf32=156, bfloat16=312, memory=2039, link=31.5),
+    "NVIDIA L4": dict(float32=30.3, tf32=60, bfloat16=121, memory=300, link=31.5),
+    "Tesla T4": dict(float32=8.1, tf32=None, bfloat16=None, memory=320, link=15.8),
+    "Apple M2": dict(float32=3.6, tf32=None, bfloat16=None, memory=100, link=None),
+}
+
+device = d2l_gpu.try_gpu()
+if device.type == "cuda":
+    name = torch.cuda.get_device_name(device)
+elif device.type == "mps":  # macOS 报告的芯片名
+    ask = ["sysctl", "-n", "machdep.cpu.brand_string"]
+    name = subprocess.run(ask, capture_output=True, text=True).stdout.strip()
+else:
+    name = "this CPU"
+if name in LIMITS:
+    limits, source = LIMITS[name], "datasheet"
+elif device.type == "cpu":
+    per_cycle = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
+    float32 = torch.get_num_threads() * 3e9 * per_cycle / 1e12
+    limits = dict(float32=float32, tf32=None, bfloat16=None, memory=50, link=None)
+    source = "estimate"
+else:
+    limits, source = {}, "not in the table"
+units = dict(float32="TFLOP/s", tf32="TFLOP/s", bfloat16="TFLOP/s", memory="GB/s", link="GB/s")
+known = ", ".join(f"{k} {v:.4g} {units[k]}" for k, v in limits.items() if v is not None)
+print(f"{name} ({device}), limits from the {source}: {known or 'none'}")
+
+
+def against_limit(what, rate, unit, kind):
+    # 打印速率占设备同类上限的百分比
+    limit = limits.get(kind)
+    if limit is None:
+        print(f"{what}: {rate:.3g} {unit}; no {kind} limit known for {name}")
+        return
+    share = f"{100 * rate / limit:.1f} % of {limit:.4g} ({kind}, {source})"
+    line = f"{what}: {rate:.3g} {unit} = {share}"
+    if rate > limit and source == "datasheet":
+        line += "\n  above 100 %: a mis-measurement, the clock did not wait for the device"
+    elif rate > limit:
+        line += "\n  above the estimate: this machine beats it, or the data sat in a cache"
+    print(line)
+
+
+# %% [markdown]
+# ## 算力：一次大的矩阵乘法，和一个没有等待的时钟
+#
+# 两个 n × n 矩阵相乘，大约要做 2n³ 次浮点运算。
+# 下面的单元格用 `benchmark` 给它计时，并打印它的速率占 float32 上限的百分比。
+# 接着它犯一个读者常常公开发表的错误：用一个不等设备的普通时钟给十次乘法计时。
+# 在 GPU 上，这个时钟只量到了启动，算出的“速率”远远超过数据手册的 100%，
+# 这是任何设备都做不到的，打印的那一行会指出这一点。在 CPU 上，计算在每次调用之内完成，两个速率很接近。
+#
+# 这个单元格还没有在 GPU 上运行过。本课所有 CUDA 分支都是如此：
+# 下文引用的 H200 数字来自更早的一次测量，而不是这些单元格。
+
+# %% tags=["nbval-ignore-output", "key-result"]
+n = 512 if device.type == "cpu" else 8192
+a = torch.randn(n, n, device=device)
+c = torch.empty_like(a)
+flop = 2 * n**3
+
+
+def float32_product():
+    torch.matmul(a, a, out=c)
+
+
+product = d2l_gpu.benchmark(float32_product, device=device, label=f"{n}x{n} product")
+print(product)
+against_limit("float32 product", flop / product.median / 1e12, "TFLOP/s", "float32")
+
+d2l_gpu.synchronize(device)
+start = time.perf_counter()
+for _ in range(10):
+    float32_product()
+hasty = (time.perf_counter() - start) / 10  # 设备还没做完就读了时钟
+d2l_gpu.synchronize(device)
+against_limit("same, clock not waiting", flop / hasty / 1e12, "TFLOP/s", "float32")
+
+# %% [markdown]
+# ## 内存带宽与开销
+#
+# 复制和 `x * 2` 都把每个字节读一次、写一次。张量很大时，两者的速率应当相近，
+# 都能达到内存带宽上限的相当一部分：与搬运数据相比，乘法几乎不花时间。
+# 同样的 `x * 2` 换到 1 KiB 的张量上就不一样了：数据一下子就搬完，
+# 这次调用的时间全是开销（Python、PyTorch 的分发器，在 GPU 上还有启动核函数），
+# 速率远远低于大张量。在 GPU 上，启动一次核函数要花几微秒，它的速率只占上限的极小一部分。
+
+# %% tags=["nbval-ignore-output", "key-result"]
+big = torch.randn((8 if device.type == "cpu" else 64) * 2**20, device=device)  # 32 或 256 MiB
+big_out = torch.empty_like(big)
+tiny = torch.randn(256, device=device)  # 1 KiB 的数据
+tiny_out = torch.empty_like(tiny)
+for what, tensor, fn in (
+    ("copy, large", big, lambda: big_out.copy_(big)),
+    ("x * 2, large", big, lambda: torch.mul(big, 2, out=big_out)),
+    ("x * 2, 1 KiB", tiny, lambda: torch.mul(tiny, 2, out=tiny_out)),
+):
+    m = d2l_gpu.benchmark(fn, device=device, label=what)
+    moved = 2 * tensor.nbytes  # 每个字节读一次、写一次
+    against_limit(f"{what} ({m.median * 1e6:.1f} us)", moved / m.median / 1e9, "GB/s", "memory")
+
+# %% [markdown]
+# 主机链路是第三种速率。在 CUDA GPU 上，下面的单元格从主机复制 64 MiB，
+# 一次从普通内存，一次从锁页内存（见 [04](04-asynchrony-and-transfers.ipynb)），
+# 并把两者都和链路上限对照。CPU 和 Apple GPU 没有这条链路：主机和设备共用一块内存。
+
+# %% tags=["nbval-ignore-output", "key-result"]
+if device.type == "cuda":
+    ordinary = torch.randn(16 * 2**20)  # 64 MiB 的数据
+    pinned = ordinary.pin_memory()
+    landing = torch.empty(ordinary.shape, device=device)
+    for what, host in (("ordinary memory", ordinary), ("pinned memory", pinned)):
+        m = d2l_gpu.benchmark(lambda h=host: landing.copy_(h), device=device)
+        against_limit(f"host to device, {what}", ordinary.nbytes / m.median / 1e9, "GB/s", "link")
+else:
+    print(f"no host link on {device}: the host and the device share one memory")
+
+# %% [markdown]
+# ## 算力的对策：降低精度
+#
+# 矩阵乘法受算力限制时，能动的就是运算本身。从 A100 起，GPU 有张量核心：
+# 用 bfloat16（范围与 float32 相同，但只有 8 位有效数字）做乘法，比 float32 快很多倍；
+# 它们还支持 TF32：把 float32 输入舍入到 11 位有效数字，再按 float32 累加。
+# `torch.autocast` 让它的代码块里的矩阵乘法用 bfloat16 计算，其余代码不受影响；
+# 计时的调用包括了输入的类型转换，就像在 autocast 下运行的模型一样。
+# `torch.set_float32_matmul_precision("high")` 允许 float32 乘法使用 TF32
+# （默认值 `"highest"` 不允许）。
+#
+# 在 CPU 上，结果取决于芯片：有 bfloat16 运算单元（AMX、AVX-512 BF16）的会变快，
+# 许多别的芯片反而变慢。在 GPU 上差距很大：更早在 H200 上用 CUDA 事件做的一次测量，
+# float32 约为 51 TFLOP/s，bfloat16 为 687 到 800 TFLOP/s。
+
+
+# %% tags=["nbval-ignore-output", "key-result"]
+def bfloat16_product():
+    with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+        return a @ a
+
+
+labels = ("float32", "bfloat16")
+low = d2l_gpu.compare(float32_product, bfloat16_product, labels=labels, device=device)
+print(low)
+against_limit("bfloat16 product", flop / low.second.median / 1e12, "TFLOP/s", "bfloat16")
+if device.type == "cuda":
+    torch.set_float32_matmul_precision("high")  # float32 乘法可以使用 TF32
+    tf32 = d2l_gpu.benchmark(float32_product, device=device)
+    torch.set_float32_matmul_precision("highest")  # 恢复默认值
+    against_limit("float32 product with TF32", flop / tf32.median / 1e12, "TFLOP/s", "tf32")
+
+# %% [markdown]
+# 降低精度会让结果略有变化；深度学习通常能容忍，而且 autocast 会让求和与损失保持 float32。
+#
+# ## 开销的对策：减少启动、加大批量
+#
+# GPU 在等主机时，办法是让每份 GPU 工作少配一些主机工作。一种办法是少启动：
+# *CUDA 图*（CUDA Graph）把一串核函数记录一次，之后只需启动一次就能把它们全部重放。
+# 下面的单元格记录 50 个极小的核函数，把重放和逐个启动相比较。
+# 在 CPU 上，它只说明 GPU 上会看到什么：重放快得多，因为占大头的是启动，而不是核函数本身。
+# （`torch.compile` 通过融合核函数达到同样的目的，但它第一次编译就要几十秒，对本课来说太长。）
+
+# %% tags=["nbval-ignore-output"]
+if device.type == "cuda":
+    small = torch.ones(1024, device=device)
+
+    def fifty_launches():
+        for _ in range(50):
+            small.mul_(1.0)
+
+    side = torch.cuda.Stream(device)  # 捕获之前，先在另一条流上预热
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        fifty_launches()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fifty_launches()
+    labels = ("50 launches", "one graph replay")
+    print(d2l_gpu.compare(fifty_launches, graph.replay, labels=labels, device=device))
+else:
+    print(f"CUDA Graphs need a CUDA GPU; on {device} there are no launches to save.")
+
+# %% [markdown]
+# 另一种办法是让每次启动多做些事：64 次小矩阵乘法逐个计算，
+# 对比一次完成同样运算的批量矩阵乘法（`torch.bmm`）。
+# 两者的速率与 float32 上限相比，可以看出小块工作离上限有多远。
+
+# %% tags=["nbval-ignore-output", "key-result"]
+stack = torch.randn(64, 64, 64, device=device)  # 64 个 64 × 64 的矩阵
+stack_out = torch.empty_like(stack)
+
+
+def one_by_one():
+    for m, out in zip(stack, stack_out, strict=True):
+        torch.mm(m, m, out=out)
+
+
+def batched():
+    torch.bmm(stack, stack, out=stack_out)
+
+
+labels = ("64 products", "one batched product")
+batch = d2l_gpu.compare(one_by_one, batched, labels=labels, device=device)
+print(batch)
+for m in (batch.first, batch.second):
+    against_limit(m.label, 64 * 2 * 64**3 / m.median / 1e12, "TFLOP/s", "float32")
+
+# %% [markdown]
+# ## 本课小结
+#
+# - 工作受算力（大的矩阵乘法）、内存带宽（`x * 2`）或开销（小块复制和小矩阵乘法、每一步同步一次）限制。
+# - 把速率和上限相比，就能看出是哪一种：表中给出常见 GPU 数据手册上的稠密峰值，
+#   CPU 则给出明说是估计的数值。超过数据手册 100% 的速率，说明时钟没有等设备做完。
+# - 降低精度（`torch.autocast` 下的 bfloat16、TF32）抬高算力上限；
+#   CUDA 图减少启动；批量让每次启动做更多的事。
+#
+# 下一篇：[12 – 走出一台机器](12-beyond-one-machine.ipynb) 把工作带到一块 GPU 之外。
