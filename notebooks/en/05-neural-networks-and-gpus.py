@@ -126,6 +126,7 @@ try:
 except RuntimeError as error:
     print(f"{type(error).__name__}: {error}")
 
+
 # %% [markdown]
 # ## Tensors made inside `forward`
 #

@@ -117,6 +117,7 @@ try:
 except RuntimeError as error:
     print(f"{type(error).__name__}: {error}")
 
+
 # %% [markdown]
 # ## 在 `forward` 里创建张量
 #
@@ -133,7 +134,7 @@ class TinyRecurrent(nn.Module):
         super().__init__()
         self.cell = nn.Linear(2 * size, size)
 
-    def forward(self, xs):  # xs 的形状：(步数, 批量大小, size)
+    def forward(self, xs):  # xs 的形状：（步数，批量大小，size）
         state = xs.new_zeros(xs.shape[1:])  # 与 xs 在同一个设备上，数据类型也相同
         for x in xs:
             state = torch.tanh(self.cell(torch.cat([x, state], dim=1)))

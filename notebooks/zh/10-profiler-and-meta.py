@@ -200,7 +200,7 @@ for module in big.modules():
     if isinstance(module, nn.Linear):
         module.reset_parameters()  # 通常的随机初始值，直接在设备上抽取
 print("after to_empty and reset_parameters:", big[0].weight.device)
-bound, weight = 1 / 1024**0.5, big[0].weight  # nn.Linear 的界限：1/sqrt(输入个数)
+bound, weight = 1 / 1024**0.5, big[0].weight  # nn.Linear 的界限：1/sqrt(n)，n 为输入个数
 within = bool(weight.abs().max() <= bound)
 spread = abs(weight.std().item() * 3**0.5 / bound - 1) < 0.01  # 均匀分布的标准差：bound/sqrt(3)
 print("first layer's weights are drawn as nn.Linear draws them:", within and spread)
