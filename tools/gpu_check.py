@@ -20,6 +20,7 @@ the nccl demo and runs the rest on the CPU (what it then saves is a CPU run).
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -122,8 +123,8 @@ def execute(notebook: Path, target: Path, timeout: float) -> tuple[str, float]:
         client.execute()
         outcome = "passed"
     except Exception as error:  # a cell raised or ran past its time limit
-        lines = str(error).strip().splitlines() or [""]
-        outcome = f"failed: {type(error).__name__}: {lines[-1][:300]}"
+        lines = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().splitlines() or [""]
+        outcome = f"failed: {type(error).__name__}: {lines[-1][:300]}"  # the exception's line
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(lesson, target)
     return outcome, time.monotonic() - tik
