@@ -1,29 +1,15 @@
 """Device and timing helpers for the GPU chapter of Dive into Deep Learning."""
 
-from .comparison import Comparison, compare
-from .devices import (
-    ENV_VAR,
-    accelerator_type,
-    cpu,
-    gpu,
-    num_gpus,
-    synchronize,
-    try_all_gpus,
-    try_gpu,
-)
-from .overlap import host_and_device_seconds
+from .comparison import compare
+from .devices import accelerator_type, cpu, gpu, num_gpus, synchronize, try_all_gpus, try_gpu
 from .report import device_info, device_report
-from .timing import Benchmark, Measurement, Timer, benchmark
+from .timing import Benchmark, Timer, benchmark, host_and_device_seconds
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ENV_VAR",
     "Benchmark",
-    "Comparison",
-    "Measurement",
     "Timer",
-    "__version__",
     "accelerator_type",
     "benchmark",
     "compare",

@@ -1,6 +1,6 @@
 """``python -m d2l_gpu``: ``info`` (the devices) and ``check`` (this environment).
 
-Exit status: 0 all well, 1 a failed check (or a bad ``D2L_DEVICE``), 2 a usage error.
+Exit status: 0 all well, 1 a failed check, 2 a usage error.
 """
 
 from __future__ import annotations
@@ -11,13 +11,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict
 
 import torch
 
 from . import __version__
-from .devices import ENV_VAR, _hardware_gpus
-from .report import device_info, device_report, helpers_use, software_versions
+from .devices import try_all_gpus
+from .report import device_info, device_report, listed_gpus
 
 _NOTEBOOK_PACKAGES = {
     "jupyterlab": "opening the notebooks",
@@ -30,23 +29,28 @@ _NO_GPU = (
     "no GPU found: every notebook still runs on the CPU; for GPU timings use "
     "Colab (Runtime > Change runtime type > GPU) or a machine with CUDA or MPS"
 )
+# Set to "" or -1, these hide the GPUs from torch on purpose.
+_HIDING = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
 
 
 def check_lines(packages: dict[str, str] | None = None) -> list[tuple[bool, str]]:
-    """Each requirement as (passed, description); a bad ``D2L_DEVICE`` fails, naming
-    the valid values. (An older torch stops ``import d2l_gpu`` itself.)"""
+    """Each requirement as (passed, description). (An older torch stops the import.)"""
     lines = [(True, f"torch {torch.__version__}")]
-    if os.environ.get(ENV_VAR):
-        ok, use = helpers_use()
-        lines.append(
-            (ok, f"{ENV_VAR}={os.environ[ENV_VAR]!r}: the helpers use {use}" if ok else use)
-        )
     for name, why in (packages if packages is not None else _NOTEBOOK_PACKAGES).items():
         try:
             lines.append((True, f"{name} {metadata.version(name)}"))
         except metadata.PackageNotFoundError:
             fix = "pip install 'd2l-gpu[notebooks]'"
             lines.append((False, f"{name} is missing (needed for {why}): {fix}"))
+    gpus = [d for d in try_all_gpus() if d.type != "cpu"]
+    hidden = any(os.environ.get(v, "unset").strip() in ("", "-1") for v in _HIDING)
+    listed = [] if gpus or hidden else listed_gpus()
+    if listed:  # the machine has a GPU, and nobody hid it from torch on purpose
+        lines.append((False, (
+            f"nvidia-smi lists {'; '.join(listed)}, but torch {torch.__version__} (built for "
+            f"CUDA {torch.version.cuda or 'none'}) sees no GPU: a CPU-only torch, or a driver "
+            "too old for this build; install a torch built for this GPU"
+        )))  # fmt: skip
     return lines
 
 
@@ -54,20 +58,14 @@ def _check(args: argparse.Namespace) -> int:
     lines = check_lines({} if args.core else None)
     for ok, text in lines:
         print(f"[{'OK' if ok else 'FAIL'}] {text}")
-    gpus = _hardware_gpus()  # the hardware, whatever D2L_DEVICE says
+    gpus = [d for d in try_all_gpus() if d.type != "cpu"]
     print(f"[INFO] {f'{len(gpus)} {gpus[0].type} device(s) found' if gpus else _NO_GPU}")
     return 0 if all(ok for ok, _ in lines) else 1
 
 
 def _info(args: argparse.Namespace) -> int:
-    ok, use = helpers_use()  # the table is printed whatever D2L_DEVICE says
-    if args.json:
-        rows = [asdict(r) for r in device_info()]
-        use = use if ok else f"[FAIL] {use}"
-        print(json.dumps({"devices": rows, "helpers use": use, "software": software_versions()}))
-    else:
-        print(device_report())
-    return 0 if ok else 1
+    print(json.dumps(device_info()) if args.json else device_report())
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser(
         "info",
         help="print the devices, their memory and software versions",
-        description="Print every device, its memory, which ones the helpers use, and versions.",
+        description="Print every device torch sees, its memory, and the software versions.",
     )
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
     info.set_defaults(handler=_info)

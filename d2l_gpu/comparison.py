@@ -1,90 +1,85 @@
 """Which of two pieces of code takes longer, decided by one rule wherever it is asked.
 
-A verdict printed from one noisy run can flip on the next. ``compare`` times both
-sides in alternating rounds (first, second, second, first, ...), so a slow phase
-of the machine falls on both; it judges the ratio of the two blocks of each round,
-and calls a difference only when the middle half of those ratios lies beyond a
-stated tolerance.
+A verdict from one noisy run can flip on the next. ``compare`` times both sides
+in alternating rounds (first, second, second, first, ...), so a slow phase of the
+machine falls on both, and judges the ratio of the two blocks of each round. Two
+sides agree when the median ratio lies within a band, a factor (1.25: from 1/1.25
+to 1.25); one is clearly slower only when the middle half of the ratios lies
+beyond it.
 """
 
 from __future__ import annotations
 
-import numbers
+import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from .timing import (
-    MIN_RUNS,
-    Measurement,
-    _block_timer,
-    _calibrate,
-    _check_setting,
-    _check_timing_settings,
-    _quantiles,
-    _threads,
-    _waiting_clock,
-)
+from .timing import MIN_BLOCKS, Measurement, check_timing, quartiles, waiting_clock
 
-MAX_ROUNDS = 10_000
+BAND = 1.25
 
 
-@dataclass(frozen=True)
+def _ratio(r: float) -> str:
+    return f"{r:.0f}x" if r >= 9.95 else f"{r:.1f}x"
+
+
 class Comparison:
-    """Two sides timed round by round; ``ratio`` > 1 means the second takes longer."""
+    """Two sides timed round by round; ``ratio`` > 1 means the second took longer."""
 
-    first: Measurement
-    second: Measurement
-    ratios: list[float] = field(repr=False)  # second / first, one per round
-    tolerance: float
-
-    @property
-    def ratio(self) -> float:
-        return _quantiles(self.ratios)[1]
-
-    @property
-    def ratio_q1(self) -> float:
-        return _quantiles(self.ratios)[0]
-
-    @property
-    def ratio_q3(self) -> float:
-        return _quantiles(self.ratios)[2]
+    def __init__(
+        self, first: Measurement, second: Measurement, ratios: list[float], band: float = BAND
+    ) -> None:
+        self.first, self.second, self.ratios, self.band = first, second, list(ratios), band
+        self.ratio_q1, self.ratio, self.ratio_q3 = quartiles(self.ratios)
 
     @property
     def outcome(self) -> str:
         """'agree', 'slower', 'faster' or 'unclear': the second side against the first."""
-        high, low = 1 + self.tolerance, 1 / (1 + self.tolerance)
-        if low <= self.ratio <= high:
+        if 1 / self.band <= self.ratio <= self.band:
             return "agree"
-        if self.ratio > high and self.ratio_q1 > high:
+        if self.ratio_q1 > self.band:
             return "slower"
-        if self.ratio < low and self.ratio_q3 < low:
+        if self.ratio_q3 < 1 / self.band:
             return "faster"
         return "unclear"
 
-    @property
-    def verdict(self) -> str:
-        """One line, starting ``verdict: ``, that says what the rule decided and why."""
-        a, b = self.first.label or "first", self.second.label or "second"
-        gap = f"{b} takes {_times(self.ratio)} the time of {a}"
-        spread = f"q1-q3 {_times(self.ratio_q1)} to {_times(self.ratio_q3)}"
-        band = f"±{self.tolerance * 100:g} %"
-        outcome = self.outcome
-        if outcome == "agree":
-            return f"verdict: {gap}: they agree within the {band} tolerance"
-        if outcome == "unclear":
-            unclear = f"the round ratios ({spread}) reach into {band}: no clear difference"
-            return f"verdict: {gap}, but {unclear}"
-        return f"verdict: {gap} ({spread} over {len(self.ratios)} rounds): clearly {outcome}"
-
     def __str__(self) -> str:
-        return f"{self.first}\n{self.second}\n{self.verdict}"
+        a, b = self.first.label or "first", self.second.label or "second"
+        n = len(self.ratios)
+        if self.outcome == "agree":
+            return f"{a} and {b} took about as long (within {self.band:g}x), in {n} rounds."
+        # The side that took longer is the subject, so the ratio reads >= 1.
+        if self.ratio >= 1:
+            longer, shorter, r = b, a, self.ratio
+            k = sum(x > self.band for x in self.ratios)
+        else:
+            longer, shorter, r = a, b, 1 / self.ratio
+            k = sum(x < 1 / self.band for x in self.ratios)
+        rounds = f"in all {n} rounds" if k == n else f"in {k} of {n} rounds"
+        if self.outcome == "unclear":
+            unclear = f"no clear difference between {a} and {b}"
+            return f"{unclear}: {longer} took {_ratio(r)} as long {rounds}."
+        return f"{longer} took {_ratio(r)} as long as {shorter}, {rounds}."
+
+    __repr__ = __str__
 
 
-def _times(ratio: float) -> str:
-    return f"{ratio:.3g}x" if ratio < 0.1 else f"{ratio:.2f}x"
+def _block(fn: Callable[[], Any], number: int, clock: Callable[[], float]) -> float:
+    tik = clock()
+    for _ in range(number):
+        fn()
+    return clock() - tik
+
+
+def _calls_per_block(fn: Callable[[], Any], clock: Callable[[], float], target: float) -> int:
+    """How many calls of ``fn`` last about ``target`` seconds (at least one call)."""
+    number = 1
+    while (elapsed := _block(fn, number, clock)) < target:
+        # Aim 10 % past the target; a block the clock sees as instant grows fast.
+        number = max(number + 1, math.ceil(1.1 * number * target / max(elapsed, 1e-9)))
+    return number
 
 
 def compare(
@@ -93,53 +88,40 @@ def compare(
     *,
     labels: tuple[str, str] = ("first", "second"),
     device: torch.device | str | None = None,
-    rounds: int = MIN_RUNS,
+    rounds: int = MIN_BLOCKS,
     min_run_time: float = 0.4,
     warmup: int = 3,
-    num_threads: int | None = None,
-    tolerance: float = 0.1,
+    band: float = BAND,
 ) -> Comparison:
-    """Time two zero-argument callables against each other and judge the gap.
+    """Time two functions called with no arguments against each other, and judge the gap.
 
-    After ``warmup`` calls of each, every side gets a block size of its own (clock
-    cost under 1 % of a block, both sides together about ``min_run_time``), then
-    ``rounds`` rounds each time one block per side, in the order first-second,
-    second-first, ... Clocks wait for ``device`` (by default the helpers' GPUs).
-    The sides agree when the median round ratio is within ``tolerance`` of 1.
+    After ``warmup`` calls of each, each side gets a block size of its own (both
+    sides' blocks together fill about ``min_run_time``), then ``rounds`` rounds each
+    time one block per side, in the order first-second, second-first, ... The clock
+    waits for ``device`` (by default every GPU in use). ``band`` is the factor within
+    which the two agree.
     """
-    for name, fn in (("first", first), ("second", second)):
-        if not callable(fn):
-            raise TypeError(f"compare() takes two callables; {name} is {fn!r}")
+    check_timing(first, min_run_time, warmup, "first")
+    check_timing(second, min_run_time, warmup, "second")
     if not (
         isinstance(labels, tuple) and len(labels) == 2 and all(isinstance(x, str) for x in labels)
     ):
         raise TypeError(f"labels must be a tuple of two strings, got {labels!r}")
-    _check_timing_settings(min_run_time, warmup, num_threads)
-    _check_setting(
-        "rounds",
-        rounds,
-        numbers.Integral,
-        MIN_RUNS - 1,
-        MAX_ROUNDS,
-        f"a count from {MIN_RUNS} to {MAX_ROUNDS}",
-    )
-    _check_setting("tolerance", tolerance, numbers.Real, 0, 1, "a fraction > 0 and <= 1")
-    clock = _waiting_clock(device)
-    blocks = [_block_timer(first, clock), _block_timer(second, clock)]
-    block_time = min_run_time / (2 * rounds)
-    with _threads(num_threads):
-        for _ in range(warmup):
-            first()
-            second()
-        numbers_per_block = [_calibrate(b, clock, block_time, min_run_time / 2)[0] for b in blocks]
-        times: list[list[float]] = [[], []]
-        for r in range(rounds):
-            for side in (0, 1) if r % 2 == 0 else (1, 0):
-                times[side].append(blocks[side](numbers_per_block[side]) / numbers_per_block[side])
+    if not rounds >= MIN_BLOCKS:
+        raise ValueError(f"rounds must be a count >= {MIN_BLOCKS}, got {rounds!r}")
+    if not band > 1:
+        raise ValueError(f"band must be a factor > 1 (1.25: within 1/1.25 to 1.25), got {band!r}")
+    clock = waiting_clock(device)
+    sides = (first, second)
+    for _ in range(warmup):
+        first()
+        second()
+    numbers = [_calls_per_block(fn, clock, min_run_time / (2 * rounds)) for fn in sides]
+    times: list[list[float]] = [[], []]
+    for r in range(rounds):
+        for s in (0, 1) if r % 2 == 0 else (1, 0):
+            times[s].append(_block(sides[s], numbers[s], clock) / numbers[s])
     # A block the clock saw as instant (a coarse clock) counts as one tick.
     ratios = [b / max(a, 1e-9) for a, b in zip(*times, strict=True)]
-    first_m, second_m = (
-        Measurement.from_times(t, n, label)
-        for t, n, label in zip(times, numbers_per_block, labels, strict=True)
-    )
-    return Comparison(first_m, second_m, ratios, float(tolerance))
+    first_m, second_m = (Measurement(t, label) for t, label in zip(times, labels, strict=True))
+    return Comparison(first_m, second_m, ratios, band)

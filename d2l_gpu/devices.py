@@ -3,98 +3,52 @@
 The names follow the d2l book package so book code runs unchanged, but "GPU"
 means whatever accelerator ``torch.accelerator`` finds: CUDA (and ROCm, which
 reports itself as CUDA), Apple MPS (always one device), Intel XPU, ...
-``D2L_DEVICE`` (``cpu``, ``cuda``, ``cuda:1``, ``mps``, ...) restricts what the
-helpers offer for a whole run; unlike ``CUDA_VISIBLE_DEVICES`` it neither hides
-nor renumbers GPUs for torch itself.
+To rehearse the CPU path on a GPU machine, hide the GPUs from torch itself:
+``CUDA_VISIBLE_DEVICES=`` (``HIP_VISIBLE_DEVICES=`` on ROCm).
 """
 
 from __future__ import annotations
 
-import functools
 import operator
-import os
 import re
 
 import torch
 
-MIN_TORCH = (2, 6)  # torch.accelerator, which every helper asks
-if tuple(map(int, re.findall(r"\d+", torch.__version__)[:2])) < MIN_TORCH:
-    # Named as this package's failure, `python -m d2l_gpu` says it in one line.
+if tuple(map(int, re.findall(r"\d+", torch.__version__)[:2])) < (2, 6):
+    # torch.accelerator, which every helper asks, came in 2.6. Named as this
+    # package's failure, `python -m d2l_gpu` says it in one line.
     raise ImportError(
         f"d2l_gpu needs torch >= 2.6, found torch {torch.__version__}", name=__package__
     )
 
-ENV_VAR = "D2L_DEVICE"
 _CPU = torch.device("cpu")
-# torch keeps a device index in 8 bits (c10::DeviceIndex): torch.device("cuda", 257)
-# is cuda:1. Indices are checked against this before a torch.device is built.
-MAX_INDEX = 127
+# Whether this process has a context on a CUDA (or ROCm) card, asked without
+# creating one; torch has no public per-card query, and CPU builds lack this one.
+# A context costs memory on its card, and fails on a card held in exclusive mode.
+_cuda_has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
 
 
-def _check_index(i: object, func: str) -> int:
-    """Return ``i`` as an int torch can name, or explain what a GPU index must be."""
-    accepted = f"{func}(i) takes a GPU index as an int from 0 to {MAX_INDEX} (0 is the first GPU)"
-    if isinstance(i, bool):
-        raise TypeError(f"{accepted}, got the bool {i!r}")
+def _index(i: object, func: str) -> int:
+    # torch keeps an index in 8 bits: torch.device("cuda", 300) would be cuda:44.
+    accepted = f"{func}(i) takes a GPU index, an int from 0 to 127 (0 is the first GPU)"
     try:
         index = operator.index(i)
     except TypeError:
-        raise TypeError(f"{accepted}, got {i!r} of type {type(i).__name__}") from None
-    if not 0 <= index <= MAX_INDEX:
+        raise TypeError(f"{accepted}, got {i!r}") from None
+    if not 0 <= index <= 127:
         raise ValueError(f"{accepted}, got {index}")
     return index
 
 
-def _hardware_kind() -> str | None:
-    """The accelerator backend usable now, or None (torch 2.6 lacks ``check_available``)."""
+def _gpus() -> list[torch.device]:
     if not torch.accelerator.is_available():
-        return None
-    return torch.accelerator.current_accelerator().type
-
-
-def _hardware_gpus() -> list[torch.device]:
-    """Every accelerator device this machine really has, ignoring ``D2L_DEVICE``."""
-    kind = _hardware_kind()
-    return [torch.device(kind, i) for i in range(torch.accelerator.device_count())] if kind else []
-
-
-def _parse(value: str, source: str) -> tuple[torch.device, ...]:
-    """The accelerators a device string names: none for ``cpu``, all for ``cuda``.
-
-    The one parser for ``D2L_DEVICE`` and the clocks' ``device``; ``source`` names
-    the value in errors. It reads the index itself: torch.device wraps ``cuda:256`` to 0.
-    """
-    kind, colon, digits = value.strip().lower().partition(":")
-    index = int(digits) if digits.isascii() and digits.isdigit() else None
-    if kind == "cpu" and (not colon or index == 0):
-        return ()
-    gpus = _hardware_gpus()
-    if gpus and kind == gpus[0].type:
-        if not colon:
-            return tuple(gpus)
-        if index is not None and index < len(gpus):
-            return (gpus[index],)
-    valid = ", ".join(repr(str(d)) for d in [_CPU, *gpus])
-    every = f" (or {gpus[0].type!r} for all {len(gpus)})" if gpus else ""
-    raise ValueError(
-        f"{source}={value!r} is not a device this machine has; valid values here: {valid}{every}"
-    )
-
-
-@functools.lru_cache(maxsize=16)
-def _visible_gpus(value: str | None, source: str = ENV_VAR) -> tuple[torch.device, ...]:
-    # Cached per value: device counts are fixed once a process starts, and
-    # try_gpu() sits in loops where a fresh query each call would show.
-    return _parse(value, source) if value else tuple(_hardware_gpus())
-
-
-def _gpus() -> tuple[torch.device, ...]:
-    # Read on every call, so setting D2L_DEVICE during a run takes effect.
-    return _visible_gpus(os.environ.get(ENV_VAR))
+        return []
+    kind = torch.accelerator.current_accelerator().type
+    return [torch.device(kind, i) for i in range(torch.accelerator.device_count())]
 
 
 def accelerator_type() -> str | None:
-    """The accelerator backend the helpers use (``'cuda'``, ``'mps'``, ...), or None."""
+    """The accelerator backend torch finds (``'cuda'``, ``'mps'``, ...), or None."""
     gpus = _gpus()
     return gpus[0].type if gpus else None
 
@@ -106,51 +60,53 @@ def cpu() -> torch.device:
 
 def gpu(i: int = 0) -> torch.device:
     """Name the i-th GPU, whether or not it exists (CUDA's name without an accelerator)."""
-    return torch.device(_hardware_kind() or "cuda", _check_index(i, "gpu"))
+    return torch.device(accelerator_type() or "cuda", _index(i, "gpu"))
 
 
 def num_gpus() -> int:
-    """How many accelerator devices the helpers may use (MPS counts as one)."""
+    """How many accelerator devices torch can use (MPS counts as one)."""
     return len(_gpus())
 
 
 def try_gpu(i: int = 0) -> torch.device:
     """The i-th GPU if it exists, else the CPU, so code runs on any machine."""
-    # The exact-int test and _gpus() inline: this runs in loops.
-    index = i if type(i) is int and 0 <= i <= MAX_INDEX else _check_index(i, "try_gpu")
-    gpus = _visible_gpus(os.environ.get(ENV_VAR))
+    gpus, index = _gpus(), _index(i, "try_gpu")
     return gpus[index] if index < len(gpus) else _CPU
 
 
 def try_all_gpus() -> list[torch.device]:
     """Every GPU, or ``[cpu()]`` when there is none (what the book promises)."""
-    return list(_visible_gpus(os.environ.get(ENV_VAR))) or [_CPU]
+    return _gpus() or [_CPU]
 
 
-def _devices_to_wait_for(device: torch.device | str | None) -> tuple[torch.device, ...]:
-    """What a clock waits for: ``device`` (``cuda``: every CUDA GPU), by default the
-    GPUs the helpers offer, and nothing for the CPU: D2L_DEVICE=cpu touches no GPU."""
-    return _gpus() if device is None else _visible_gpus(str(device), "device")
+def gpus_named(device: torch.device | str | None = None) -> list[torch.device]:
+    """The GPUs ``device`` names: ``None`` or a bare ``'cuda'`` every one, ``'cuda:1'``
+    that one, the CPU none; a device this machine lacks is an error naming those it has."""
+    gpus = _gpus()
+    if device is None:
+        return gpus
+    device = torch.device(device)
+    if device.type == "cpu":
+        return []
+    named = [d for d in gpus if d.type == device.type and device.index in (None, d.index)]
+    if not named:
+        has = ", ".join(repr(str(d)) for d in [_CPU, *gpus])
+        raise ValueError(f"device {str(device)!r} is not on this machine, which has {has}")
+    return named
+
+
+def in_use(device: torch.device) -> bool:
+    """Whether this process may have work queued on ``device``: False for a CUDA card
+    it never used (asked without starting CUDA there), True for any other GPU."""
+    return device.type != "cuda" or _cuda_has_context is None or _cuda_has_context(device.index)
 
 
 def synchronize(device: torch.device | str | None = None) -> None:
     """Wait until work queued on ``device`` is done; a no-op on the CPU.
 
     A kernel launch returns at once, so a clock read without this measures only
-    the launch. ``None`` waits for every GPU the helpers offer that this process used.
+    the launch. ``None`` waits for every GPU this process used.
     """
-    _wait(_devices_to_wait_for(device))
-
-
-# Whether this process has a context on a CUDA (or ROCm) device, asked without
-# creating one; torch has no public per-device query. Absent from CPU builds.
-# A context costs memory on its card, and fails on one held in exclusive mode.
-_cuda_has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
-
-
-def _wait(devices: tuple[torch.device, ...]) -> None:
-    for device in devices:
-        # A GPU this process never used has nothing queued: no context is made for it.
-        if device.type == "cuda" and _cuda_has_context and not _cuda_has_context(device.index):
-            continue
-        torch.accelerator.synchronize(device)
+    for gpu_ in gpus_named(device):
+        if in_use(gpu_):
+            torch.accelerator.synchronize(gpu_)

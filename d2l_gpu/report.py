@@ -1,4 +1,4 @@
-"""Describe this machine's devices, on any machine, with or without nvidia-smi."""
+"""Describe this machine's devices and the software that drives them."""
 
 from __future__ import annotations
 
@@ -6,23 +6,13 @@ import os
 import platform
 import re
 import shutil
+import subprocess
 import sys
-from dataclasses import dataclass
+from typing import Any
 
 import torch
 
-from . import devices
-from .devices import ENV_VAR, _hardware_gpus, try_all_gpus
-
-
-@dataclass(frozen=True)
-class DeviceInfo:
-    """One device as a reader would list it; memory in bytes, None when unknown."""
-
-    device: str
-    name: str
-    total_memory: int | None
-    used_memory: int | None
+from .devices import in_use, try_all_gpus
 
 
 def _cpu_name() -> str:
@@ -49,8 +39,7 @@ def _cuda_used(device: torch.device) -> int | None:
     """Bytes in use on a CUDA card, asked without creating a context on it: of the
     driver for a card this process uses, else of NVML where nvidia-ml-py (or amdsmi)
     is installed; else unknown."""
-    has_context = devices._cuda_has_context
-    if has_context is not None and has_context(device.index):
+    if in_use(device):
         free, total = torch.cuda.mem_get_info(device)
         return total - free
     try:
@@ -59,108 +48,84 @@ def _cuda_used(device: torch.device) -> int | None:
         return None
 
 
-def _accelerator_info(device: torch.device) -> DeviceInfo:
+def _accelerator(device: torch.device) -> tuple[str, int | None, int | None]:
     """An accelerator's name, total and used bytes; None where it will not say."""
     if device.type == "cuda":  # name and size need no context
         props = torch.cuda.get_device_properties(device)
-        return DeviceInfo(str(device), props.name, props.total_memory, _cuda_used(device))
+        return props.name, props.total_memory, _cuda_used(device)
     if device.type == "mps":
-        total, used = torch.mps.recommended_max_memory(), torch.mps.driver_allocated_memory()
-        return DeviceInfo(str(device), "Apple GPU (MPS)", total, used)
+        return (
+            "Apple GPU (MPS)",
+            torch.mps.recommended_max_memory(),
+            torch.mps.driver_allocated_memory(),
+        )
     try:
         free, total = torch.accelerator.get_memory_info(device)
     except (AttributeError, RuntimeError):  # newer than torch 2.6; some backends refuse
-        return DeviceInfo(str(device), device.type.upper(), None, None)
-    return DeviceInfo(str(device), device.type.upper(), total, total - free)
-
-
-def _offered() -> list[torch.device]:
-    """The GPUs the helpers offer; with a bad ``D2L_DEVICE`` (device_report flags it), all."""
-    try:
-        return try_all_gpus()
-    except ValueError:
-        return _hardware_gpus()
-
-
-def device_info() -> list[DeviceInfo]:
-    """The CPU and every accelerator this machine has, with their memory. A card that
-    ``D2L_DEVICE`` leaves out is listed but never asked, so the run stays off it."""
-    offered = _offered()
-    left_out = f"not queried: {ENV_VAR} leaves it out"
-    return [DeviceInfo("cpu", _cpu_name(), *_host_memory())] + [
-        _accelerator_info(d) if d in offered else DeviceInfo(str(d), left_out, None, None)
-        for d in _hardware_gpus()
-    ]
-
-
-def _blas() -> str:
-    match = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
-    return match.group(1) if match else "unknown"
-
-
-def _cudnn() -> str:
-    """cuDNN's version, or 'none', found without starting CUDA for a card the helpers
-    leave out.
-
-    ``torch.backends.cudnn.version()`` asks the loaded library, then every CUDA card's
-    compute capability, and that starts CUDA. While ``D2L_DEVICE`` keeps the helpers
-    off a card, the version torch was compiled against is read instead and labelled
-    so: a constant, which the loaded library may exceed by a minor version.
-    """
-    if not torch.backends.cudnn.is_available():
-        return "none"
-    cards = [d for d in _hardware_gpus() if d.type == "cuda"]
-    offered = _offered()
-    left_out = [str(d) for d in cards if d not in offered]
-    if not left_out:
-        return str(torch.backends.cudnn.version() or "none")
-    major, minor, patch = torch._C._cudnn.getCompileVersion()
-    which = "CUDA" if len(left_out) == len(cards) else ", ".join(left_out)
-    return f"{major}.{minor}.{patch} compiled in; library not asked: {ENV_VAR} leaves {which} out"
+        return device.type.upper(), None, None
+    return device.type.upper(), total, total - free
 
 
 def software_versions() -> dict[str, str]:
     """Versions that decide what a device can do, as strings; 'none' when absent."""
+    blas = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
+    cudnn = torch.backends.cudnn.is_available() and torch.backends.cudnn.version()
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda or "none",
         "hip": getattr(torch.version, "hip", None) or "none",
-        "cudnn": _cudnn(),
-        "blas": _blas(),
+        "cudnn": str(cudnn or "none"),
+        "blas": blas.group(1) if blas else "unknown",
         "torch threads": str(torch.get_num_threads()),
         "nvidia-smi": shutil.which("nvidia-smi") or "not found",
-        ENV_VAR: os.environ.get(ENV_VAR, "unset"),
     }
+
+
+def device_info() -> dict[str, Any]:
+    """The CPU and every accelerator torch sees, with their memory in bytes (None when
+    unknown), and the software versions: what ``python -m d2l_gpu info --json`` prints."""
+    rows = [("cpu", _cpu_name(), *_host_memory())]
+    rows += [(str(d), *_accelerator(d)) for d in try_all_gpus() if d.type != "cpu"]
+    keys = ("device", "name", "total_memory", "used_memory")
+    return {
+        "devices": [dict(zip(keys, row, strict=True)) for row in rows],
+        "software": software_versions(),
+    }
+
+
+def listed_gpus() -> list[str]:
+    """The GPUs ``nvidia-smi -L`` lists, whether or not torch can see them."""
+    smi = shutil.which("nvidia-smi")
+    try:
+        run = (
+            subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20) if smi else None
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []  # a hung or broken nvidia-smi proves nothing either way
+    return (
+        [line.strip() for line in run.stdout.splitlines() if line.startswith("GPU")] if run else []
+    )
 
 
 def _gib(n: int | None) -> str:
     return "unknown" if n is None else f"{n / 2**30:.1f} GiB"
 
 
-def helpers_use() -> tuple[bool, str]:
-    """(True, the devices the helpers offer), or (False, why ``D2L_DEVICE`` is wrong)."""
-    try:
-        return True, ", ".join(str(d) for d in try_all_gpus())
-    except ValueError as error:  # it names the value and the valid ones
-        return False, str(error)
-
-
 def device_report() -> str:
-    """A table of devices, what the helpers will use, and the software versions."""
-    rows = device_info()
-    width = max(len("device"), *(len(r.device) for r in rows))
+    """A table of devices with their memory, then the software versions."""
+    info = device_info()
+    rows = info["devices"]
+    width = max(len("device"), *(len(r["device"]) for r in rows))
     lines = [f"{'device':<{width}}  {'total':>10}  {'used':>10}  name"]
     lines += [
-        f"{r.device:<{width}}  {_gib(r.total_memory):>10}  {_gib(r.used_memory):>10}  {r.name}"
+        f"{r['device']:<{width}}  {_gib(r['total_memory']):>10}  {_gib(r['used_memory']):>10}  "
+        f"{r['name']}"
         for r in rows
     ]
-    if any(r.total_memory and r.used_memory is None and r.device[:4] == "cuda" for r in rows):
+    if any(r["used_memory"] is None and r["device"].startswith("cuda") for r in rows):
         lines.append("used unknown: a card this process has not used (nvidia-ml-py would tell)")
-    ok, use = helpers_use()
-    lines.append(f"helpers use: {'' if ok else '[FAIL] '}{use}")
-    versions = software_versions()
+    versions = {**info["software"], "platform": f"{sys.platform}, {platform.machine()}"}
     key_width = max(map(len, versions))
     lines += [f"{k:<{key_width}}  {v}" for k, v in versions.items()]
-    lines.append(f"platform{' ' * (key_width - 8)}  {sys.platform}, {platform.machine()}")
     return "\n".join(lines)

@@ -1,29 +1,40 @@
 """Clocks that tell the truth about asynchronous devices.
 
-``Timer`` and ``Benchmark`` keep the d2l book's interface, but wait for the device
-before every reading (else a GPU time is only the time to queue the kernels);
-``benchmark`` is the careful instrument: warm-up, repeated blocks, a median and
-its spread. By default each waits for the GPUs the helpers offer: none on a CPU run.
+A kernel launch returns before the GPU has run it, so every clock here first
+waits for the device (by default every GPU this process used; none on the CPU).
+``Timer`` and ``Benchmark`` keep the d2l book's interface; ``benchmark`` is the
+careful instrument, ``torch.utils.benchmark.Timer`` with such a clock; and
+``host_and_device_seconds`` tells the host's share of a step from the GPU's.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import itertools
-import math
-import numbers
 import statistics
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
-from .devices import _devices_to_wait_for, _wait
+from .devices import gpus_named, in_use, synchronize
 
 _clock = time.perf_counter
+# Every timed side gets at least this many blocks of calls, so that its spread is real.
+MIN_BLOCKS = 10
+
+
+def waiting_clock(device: torch.device | str | None = None) -> Callable[[], float]:
+    """``time.perf_counter``, read once the work queued on ``device`` is done."""
+    gpus = gpus_named(device)  # resolved once: a reading costs a clock call (plus the wait)
+
+    def clock() -> float:
+        for gpu in gpus:
+            if in_use(gpu):  # a card this process never used has nothing queued
+                torch.accelerator.synchronize(gpu)
+        return _clock()
+
+    return clock
 
 
 class Timer:
@@ -31,22 +42,17 @@ class Timer:
 
     def __init__(self, device: torch.device | str | None = None) -> None:
         self.times: list[float] = []
-        # Resolved once, so each reading costs a clock call (plus the wait).
-        self._devices = _devices_to_wait_for(device)
+        self._clock = waiting_clock(device)
         self._tik: float | None = None
         self.start()
 
     def start(self) -> None:
         """Start the clock once queued device work is done."""
-        if self._devices:
-            _wait(self._devices)
-        self._tik = _clock()
+        self._tik = self._clock()
 
     def stop(self) -> float:
         """Stop the clock after queued device work is done; return and record the time."""
-        if self._devices:
-            _wait(self._devices)
-        now, tik = _clock(), self._tik
+        now, tik = self._clock(), self._tik
         if tik is None:
             raise RuntimeError("Timer.stop() needs a running timer; call start() first")
         self._tik = None
@@ -85,51 +91,15 @@ class Benchmark:
         print(f"{self.description}: {self.elapsed:.4f} sec")
 
 
-@dataclass(frozen=True)
-class Measurement:
-    """Seconds per call: the median of repeated blocks, their spread and count."""
-
-    median: float
-    iqr: float
-    runs: int
-    number_per_run: int
-    times: list[float] = field(repr=False)
-    label: str = ""
-
-    @classmethod
-    def from_times(
-        cls, times: Sequence[float], number_per_run: int = 1, label: str = ""
-    ) -> Measurement:
-        """Summarize seconds-per-call readings, each the mean of ``number_per_run`` calls."""
-        if not times:
-            raise ValueError("Measurement.from_times needs at least one time")
-        times = list(times)
-        q1, median, q3 = _quantiles(times)
-        return cls(median, q3 - q1, len(times), number_per_run, times, label)
-
-    @property
-    def q1(self) -> float:
-        return _quantiles(self.times)[0]
-
-    @property
-    def q3(self) -> float:
-        return _quantiles(self.times)[2]
-
-    def __str__(self) -> str:
-        head = f"{self.label}: " if self.label else ""
-        return (
-            f"{head}{_format_duration(self.median)} median, IQR {_format_duration(self.iqr)}, "
-            f"{self.runs} runs x {self.number_per_run}"
-        )
+def quartiles(values: Sequence[float]) -> tuple[float, float, float]:
+    """The first quartile, the median and the third quartile of ``values``."""
+    if len(values) < 2:
+        return (values[0],) * 3
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, median, q3
 
 
-def _quantiles(times: list[float]) -> list[float]:
-    if len(times) < 2:
-        return [times[0]] * 3
-    return statistics.quantiles(times, n=4, method="inclusive")
-
-
-def _format_duration(seconds: float) -> str:
+def format_seconds(seconds: float) -> str:
     """Seconds in the largest unit (s, ms, us, ns) not above the duration."""
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
@@ -137,132 +107,121 @@ def _format_duration(seconds: float) -> str:
     return f"{seconds / 1e-9:.1f} ns"
 
 
-# Every timed side gets at least this many blocks, so that its spread is real.
-MIN_RUNS = 10
+class Measurement:
+    """Seconds per call, one figure per block of calls: their median and spread."""
 
+    def __init__(self, times: Sequence[float], label: str = "") -> None:
+        if not times:
+            raise ValueError("a Measurement needs at least one time")
+        self.times, self.label = list(times), label
+        self.q1, self.median, self.q3 = quartiles(self.times)
 
-def _calibrate(
-    block: Callable[[int], float], clock: Callable[[], float], block_time: float, longest: float
-) -> tuple[int, float]:
-    """Calls per block, so that reading the clock costs under 1 % of a block and a block
-    lasts about ``block_time`` (never more than ``longest``, whatever the clock costs);
-    and the time of a block of that many."""
-    gaps = []
-    for _ in range(5):
-        tik = clock()
-        gaps.append(clock() - tik)
-    target = min(max(100 * statistics.median(gaps), block_time), longest)
-    number = 1
-    while True:
-        elapsed = block(number)
-        if elapsed >= target:
-            return number, elapsed
-        # Aim 10 % past the target; a block the clock dominates grows fast.
-        number = max(number + 1, math.ceil(1.1 * number * target / max(elapsed, 1e-9)))
+    @property
+    def iqr(self) -> float:
+        """The interquartile range: the spread of the middle half of the blocks."""
+        return self.q3 - self.q1
 
-
-def _check_setting(
-    name: str, value: object, kind: type, low: float, high: float, accepted: str
-) -> None:
-    """Refuse a setting that is not a ``kind`` (bools are not) with low < value <= high."""
-    message = f"{name} must be {accepted}, got {value!r}"
-    if isinstance(value, bool) or not isinstance(value, kind):
-        raise TypeError(message)
-    if not low < value <= high:  # also false for nan
-        raise ValueError(message)
-
-
-# Bounds that keep a typo from running for days: an hour of timing, a thousand
-# warm-up calls (lazy set-up is done after a few), threads a machine can have.
-MAX_RUN_TIME = 3600.0
-MAX_WARMUP = 1000
-MAX_THREADS = 1024
-
-
-def _check_timing_settings(min_run_time: object, warmup: object, num_threads: object) -> None:
-    _check_setting(
-        "min_run_time",
-        min_run_time,
-        numbers.Real,
-        0,
-        MAX_RUN_TIME,
-        f"a number of seconds > 0 and <= {MAX_RUN_TIME:g}",
-    )
-    _check_setting(
-        "warmup", warmup, numbers.Integral, -1, MAX_WARMUP, f"a count from 0 to {MAX_WARMUP}"
-    )
-    if num_threads is not None:
-        _check_setting(
-            "num_threads",
-            num_threads,
-            numbers.Integral,
-            0,
-            MAX_THREADS,
-            f"a count from 1 to {MAX_THREADS}, or None",
+    def __str__(self) -> str:
+        head = f"{self.label}: " if self.label else ""
+        return (
+            f"{head}{format_seconds(self.median)} median, IQR {format_seconds(self.iqr)} "
+            f"({len(self.times)} blocks)"
         )
 
-
-def _waiting_clock(device: torch.device | str | None) -> Callable[[], float]:
-    """A clock that first waits for ``device`` (by default the helpers' GPUs)."""
-    devices = _devices_to_wait_for(device)
-
-    def clock() -> float:
-        _wait(devices)
-        return _clock()
-
-    return clock
+    __repr__ = __str__
 
 
-def _block_timer(fn: Callable[[], Any], clock: Callable[[], float]) -> Callable[[int], float]:
-    """Seconds for ``number`` calls of ``fn``, the device waited for at both ends."""
-
-    def block(number: int) -> float:
-        tik = clock()
-        for _ in range(number):
-            fn()
-        return clock() - tik
-
-    return block
-
-
-@contextlib.contextmanager
-def _threads(num_threads: int | None) -> Iterator[None]:
-    """Set torch's CPU threads meanwhile (None: as is), and restore them after."""
-    before = torch.get_num_threads()
-    if num_threads is not None:
-        torch.set_num_threads(num_threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+def check_timing(fn: object, min_run_time: float, warmup: int, name: str = "fn") -> None:
+    """Refuse what no timing can use, naming it and what is accepted."""
+    if not callable(fn):
+        raise TypeError(f"{name} must be a function to call with no arguments, got {fn!r}")
+    if not min_run_time > 0:
+        raise ValueError(f"min_run_time must be a number of seconds > 0, got {min_run_time!r}")
+    if not warmup >= 0:
+        raise ValueError(f"warmup must be a number of calls >= 0, got {warmup!r}")
 
 
 def benchmark(
-    fn: Callable[..., Any],
-    *args: Any,
+    fn: Callable[[], Any],
+    *,
     device: torch.device | str | None = None,
+    label: str = "",
     min_run_time: float = 0.2,
     warmup: int = 3,
     num_threads: int | None = None,
-    label: str = "",
-    **kwargs: Any,
 ) -> Measurement:
-    """Time ``fn(*args, **kwargs)`` the careful way and return its median and IQR.
+    """Time ``fn()`` the careful way: the median and IQR of at least 10 blocks of calls.
 
-    After ``warmup`` calls, runs blocks of calls for about ``min_run_time`` seconds
-    (at least ``MIN_RUNS`` blocks), reading a clock that first waits for ``device`` (by default
-    the helpers' GPUs). Blocks are sized so that waiting for a GPU stays under 1 % of
-    a block, yet many fit: the spread is real. ``num_threads`` sets torch's CPU
-    threads meanwhile (default: as is).
+    After ``warmup`` calls, ``torch.utils.benchmark.Timer.blocked_autorange`` sizes
+    blocks so that reading the clock (which waits for ``device``, by default every
+    GPU in use) costs under 0.01 % of a block, and runs them for ``min_run_time``
+    seconds, again until there are 10. ``num_threads``: torch's CPU threads meanwhile
+    (default: as they are).
     """
-    _check_timing_settings(min_run_time, warmup, num_threads)
-    clock = _waiting_clock(device)
-    block = _block_timer(functools.partial(fn, *args, **kwargs), clock)
-    with _threads(num_threads):
+    check_timing(fn, min_run_time, warmup)
+    if num_threads is not None and not num_threads >= 1:
+        raise ValueError(f"num_threads must be a count >= 1 or None, got {num_threads!r}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(num_threads or threads)  # the warm-up runs as the timed calls will
+    try:
         for _ in range(warmup):
-            fn(*args, **kwargs)
-        number, elapsed = _calibrate(block, clock, min_run_time / 100, min_run_time)
-        times = [elapsed]  # the last calibration block is a run like the others
-        while sum(times) < min_run_time or len(times) < MIN_RUNS:
-            times.append(block(number))
-    return Measurement.from_times([t / number for t in times], number, label)
+            fn()
+    finally:
+        torch.set_num_threads(threads)
+    # Imported here: it loads setuptools, too slow for every ``import d2l_gpu``.
+    from torch.utils.benchmark import Timer as TorchTimer
+
+    clock = waiting_clock(device)
+    timer = TorchTimer("fn()", globals={"fn": fn}, timer=clock, num_threads=num_threads or threads)
+    times: list[float] = []
+    run_time = min_run_time
+    while len(times) < MIN_BLOCKS:
+        measured = timer.blocked_autorange(min_run_time=run_time)
+        times += measured.times
+        run_time = (MIN_BLOCKS - len(times) - 0.5) * max(measured.raw_times)
+    return Measurement(times, label)
+
+
+# Products of this size keep a GPU busy while the host queues the steps behind them.
+_BUSY_SIZE = 4096
+_BUSY_PRODUCTS = (10, 40, 160)  # more, if the GPU ran out of work before the host did
+
+
+def host_and_device_seconds(
+    step: Callable[[], Any], device: torch.device | str, steps: int = 20
+) -> tuple[float, float]:
+    """Seconds per call of ``step()``: to queue it on the host, and to run it on the GPU.
+
+    Each side is measured apart. After one warm-up call, ``steps`` calls are queued
+    behind large products, so the host only queues them (its time, by the clock)
+    and the GPU then runs them back to back (its time, by CUDA events). If the GPU
+    had already reached them before the host finished, it gets more to do and is
+    asked again, so that its time is of the steps alone. CUDA devices only.
+    """
+    device = torch.device(device)
+    if device.type != "cuda":
+        raise ValueError(
+            "host_and_device_seconds times the GPU with CUDA events: device must be a "
+            f"CUDA device such as 'cuda:0', got {str(device)!r}"
+        )
+    if not steps >= 1:
+        raise ValueError(f"steps must be a count >= 1, got {steps!r}")
+    hold = torch.randn(_BUSY_SIZE, _BUSY_SIZE, device=device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream = torch.cuda.current_stream(device)
+    step()  # warm-up
+    for products in _BUSY_PRODUCTS:
+        synchronize(device)
+        for _ in range(products):
+            hold @ hold
+        start.record(stream)
+        tik = _clock()
+        for _ in range(steps):
+            step()
+        host = (_clock() - tik) / steps
+        queued = not start.query()  # the GPU had not reached the first step yet
+        end.record(stream)
+        end.synchronize()
+        if queued:
+            break
+    return host, start.elapsed_time(end) / 1e3 / steps

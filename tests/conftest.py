@@ -1,5 +1,5 @@
-"""Shared test setup: a clean device cache per test; gpu-marked tests need real hardware;
-nothing the tests start outlives them.
+"""Shared test setup: gpu-marked tests need real hardware; nothing the tests start
+outlives them.
 
 Every process the tests start inherits ``SESSION_VAR`` and a private ``TMPDIR``
 (this process keeps the real temp folder). torchrun leaves a ``torchelastic_*``
@@ -21,8 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from d2l_gpu import devices
+import torch
 
 SESSION_VAR = "D2L_GPU_TEST_SESSION"
 
@@ -93,16 +92,8 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-@pytest.fixture(autouse=True)
-def _fresh_device_state(monkeypatch):
-    monkeypatch.delenv(devices.ENV_VAR, raising=False)
-    devices._visible_gpus.cache_clear()
-    yield
-    devices._visible_gpus.cache_clear()
-
-
 def pytest_collection_modifyitems(config, items):
-    if devices._hardware_gpus():
+    if torch.accelerator.is_available():
         return
     skip = pytest.mark.skip(reason="needs a real CUDA or MPS device; none on this machine")
     for item in items:

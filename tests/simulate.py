@@ -1,4 +1,5 @@
-"""Pretend this machine has other accelerators, by monkeypatching torch's queries.
+"""Pretend this machine has other accelerators, and a clock and GPU stream that move
+only by what the code under test does, by monkeypatching torch's queries.
 
 Good for testing the helpers' logic; no evidence that GPU code works.
 """
@@ -11,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from d2l_gpu import devices
+from d2l_gpu import devices, timing
 
 
 def simulate_machine(monkeypatch: pytest.MonkeyPatch, kind: str | None, count: int) -> None:
@@ -23,25 +24,20 @@ def simulate_machine(monkeypatch: pytest.MonkeyPatch, kind: str | None, count: i
     monkeypatch.setattr(torch.accelerator, "device_count", lambda: count if available else 0)
     # On a real CUDA machine the driver would be asked about devices that may not exist.
     monkeypatch.setattr(devices, "_cuda_has_context", None)
-    devices._visible_gpus.cache_clear()
 
 
 def record_waits(monkeypatch: pytest.MonkeyPatch, seconds: float = 0.0) -> list[torch.device]:
-    """Replace every way torch waits for a device; return the list of devices waited for.
-
-    Each wait spins ``seconds`` (a real synchronize costs a few microseconds).
-    """
+    """Replace torch's wait for a device; return the live list of devices waited for.
+    Each wait spins ``seconds`` (a real synchronize costs a few microseconds)."""
     waits: list[torch.device] = []
 
-    def fake_synchronize(device=None):
+    def synchronize(device=None):
         waits.append(torch.device(device) if device is not None else None)
         end = time.perf_counter() + seconds
         while time.perf_counter() < end:
             pass
 
-    monkeypatch.setattr(torch.accelerator, "synchronize", fake_synchronize)
-    monkeypatch.setattr(torch.cuda, "synchronize", fake_synchronize)
-    monkeypatch.setattr(torch.mps, "synchronize", lambda: fake_synchronize(torch.device("mps")))
+    monkeypatch.setattr(torch.accelerator, "synchronize", synchronize)
     return waits
 
 
@@ -54,14 +50,13 @@ def simulate_cuda_contexts(
     """Keep CUDA primary contexts as the driver does; return the live set of cards that have one.
 
     Cards in ``in_use`` start with one. As with the real driver, asking a card's free
-    memory, waiting on it or making it current creates one; its name and size do not.
-    ``nvml_used`` is NVML's answer for every card (None: nvidia-ml-py is missing).
+    memory or waiting on it creates one; its name and size do not. ``nvml_used`` is
+    NVML's answer for every card (None: nvidia-ml-py is missing).
     """
     contexts = set(in_use)
 
     def needs_context(device=None):
-        index = device if isinstance(device, int) else torch.device(device or "cuda").index
-        contexts.add(index or 0)
+        contexts.add(torch.device(device or "cuda").index or 0)
 
     def mem_get_info(device=None):
         needs_context(device)
@@ -80,64 +75,82 @@ def simulate_cuda_contexts(
     monkeypatch.setattr(torch.cuda, "mem_get_info", mem_get_info)
     monkeypatch.setattr(torch.cuda, "device_memory_used", device_memory_used)
     monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d: properties(d).name)
-    for module in (torch.cuda, torch.accelerator):
-        monkeypatch.setattr(module, "synchronize", needs_context)
-    monkeypatch.setattr(torch.cuda, "set_device", needs_context)
+    monkeypatch.setattr(torch.accelerator, "synchronize", needs_context)
     return contexts
 
 
-# Every way the report could start CUDA or ask a card; none is harmless under D2L_DEVICE=cpu.
-CUDA_ENTRY_POINTS = {
-    torch.cuda: (
-        "_lazy_init", "init", "synchronize", "set_device", "current_device", "mem_get_info",
-        "get_device_name", "get_device_properties", "get_device_capability",
-        "device_memory_used", "reset_peak_memory_stats",
-    ),
-    torch.accelerator: (
-        "synchronize", "get_memory_info", "set_device_index", "current_device_index",
-    ),
-}  # fmt: skip
+class Timeline:
+    """A host clock and one GPU stream that move only by the work they are given.
 
-
-def guard_cuda(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Make every CUDA entry point record its name and raise; return the live record.
-
-    The record is what a test checks: code under test may catch the error.
-    """
-    touched: list[str] = []
-
-    def entry(name: str):
-        def refuse(*args, **kwargs):
-            touched.append(name)
-            raise RuntimeError(f"touched CUDA: {name}")
-
-        return refuse
-
-    for module, names in CUDA_ENTRY_POINTS.items():
-        for name in names:
-            monkeypatch.setattr(module, name, entry(f"{module.__name__}.{name}"))
-    monkeypatch.setattr(torch._C, "_cuda_init", entry("torch._C._cuda_init"), raising=False)
-    return touched
-
-
-def simulate_cudnn(
-    monkeypatch: pytest.MonkeyPatch,
-    compiled: tuple[int, int, int] = (9, 10, 2),
-    loaded: int = 91900,
-) -> None:
-    """Make torch a CUDA build with cuDNN: compiled against ``compiled``, ``loaded`` found.
-
-    ``torch.backends.cudnn.version()`` is modelled on torch's own: it asks every card's
-    compute capability (which starts CUDA) before it answers.
+    The host's clock ``now`` moves by host work. A kernel launched at ``now`` follows
+    the stream's rule: it starts as soon as it is launched and the GPU is free (done
+    with every kernel launched before it), so host and GPU overlap wherever they can.
+    Waiting for the GPU moves ``now`` to the time it runs dry, plus ``sync_cost``.
+    Patches ``d2l_gpu.timing``'s clock, torch's wait and (``cuda_events``) CUDA events.
     """
 
-    def version() -> int:
-        for index in range(torch.accelerator.device_count()):
-            torch.cuda.get_device_capability(index)
-        return loaded
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, sync_cost: float = 0.0) -> None:
+        self.now = self.free_at = 0.0
+        self.sync_cost, self.calls, self.launches = sync_cost, [], 0
+        monkeypatch.setattr(timing, "_clock", lambda: self.now)
+        monkeypatch.setattr(torch.accelerator, "synchronize", lambda device=None: self.sync())
 
-    monkeypatch.setattr(torch._C, "_has_cudnn", True)
-    monkeypatch.setattr(torch._C, "_cudnn", SimpleNamespace(getCompileVersion=lambda: compiled),
-                        raising=False)  # fmt: skip
-    monkeypatch.setattr(torch.backends.cudnn, "version", version)
+    def host(self, seconds: float) -> None:
+        self.now += seconds
+
+    def launch(self, seconds: float) -> None:
+        self.launches += 1
+        self.free_at = max(self.free_at, self.now) + seconds
+
+    def sync(self) -> None:
+        self.now = max(self.now, self.free_at) + self.sync_cost
+
+    def program(self, *work: tuple[str, float]):
+        """A function doing ``work`` in order: ("host", s), ("gpu", s) launches a
+        kernel of s seconds, ("sync", 0) waits for the GPU (``.item()``)."""
+        act = {"host": self.host, "gpu": self.launch, "sync": lambda _: self.sync()}
+
+        def run() -> None:
+            for kind, seconds in work:
+                act[kind](seconds)
+
+        return run
+
+    def side(self, name: str, cost):
+        """A function costing ``cost`` host seconds a call (or ``cost(now)``); logs ``name``."""
+
+        def call() -> None:
+            self.calls.append(name)
+            self.host(cost(self.now) if callable(cost) else cost)
+
+        return call
+
+    def cuda_events(self, monkeypatch: pytest.MonkeyPatch, busy_product: float) -> None:
+        """CUDA events on this stream; ``torch.randn`` makes a matrix whose product
+        is a kernel of ``busy_product`` seconds."""
+        timeline = self
+
+        class Event:
+            def __init__(self, enable_timing=False):
+                self.at = None
+
+            def record(self, stream=None):  # completes when the stream reaches it
+                self.at = max(timeline.free_at, timeline.now)
+
+            def query(self):
+                return self.at <= timeline.now
+
+            def synchronize(self):
+                timeline.now = max(timeline.now, self.at)
+
+            def elapsed_time(self, other):
+                return (other.at - self.at) * 1e3
+
+        class Matrix:
+            def __matmul__(self, other):
+                timeline.launch(busy_product)
+                return self
+
+        monkeypatch.setattr(torch.cuda, "Event", Event)
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: "stream")
+        monkeypatch.setattr(torch, "randn", lambda *size, device=None: Matrix())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,6 @@ import torch.distributed as dist
 
 from d2l_gpu import distributed
 from tests.conftest import end_processes, processes_where
-from tests.repository import free_port
 from tests.simulate import simulate_machine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,6 +45,14 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 JOB_VAR = "D2L_GPU_TEST_JOB"
+NO_GPU = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}  # the job runs on the CPU
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class Jobs:
@@ -175,7 +183,7 @@ def test_a_job_that_times_out_ends_every_worker(jobs):
 
 
 def test_two_nodes_on_loopback_form_one_job_on_the_cpu(jobs):
-    finished = _two_nodes(jobs, D2L_DEVICE="cpu")
+    finished = _two_nodes(jobs, **NO_GPU)
     for rc, _, err in finished:
         assert rc == 0, err
     # c10d sorts the nodes by (address, torchrun pid), so either launch may hold rank 0.
@@ -194,7 +202,7 @@ def test_a_failing_rank_fails_the_job_with_its_error_shown(jobs):
 
 
 def test_nccl_where_ranks_have_no_gpu_stops_every_rank_with_a_clear_error(jobs):
-    job = jobs.start([*_one_node(2), str(DEMO), "--backend", "nccl"], D2L_DEVICE="cpu")
+    job = jobs.start([*_one_node(2), str(DEMO), "--backend", "nccl"], **NO_GPU)
     rc, _, err = jobs.finish(job)
     assert rc != 0
     assert "backend 'nccl' needs a CUDA device of its own on every rank" in err
@@ -212,7 +220,7 @@ def test_outside_torchrun_the_demo_says_how_to_launch_it_and_exits_2():
 
 def test_process_group_joins_on_its_device_and_always_leaves(monkeypatch):
     """A one-rank job in this process, set up as torchrun would."""
-    monkeypatch.setenv("D2L_DEVICE", "cpu")
+    simulate_machine(monkeypatch, None, 0)
     for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
@@ -274,12 +282,6 @@ def test_local_rank_reads_torchrun_variable():
 def test_rank_device_on_a_simulated_machine(monkeypatch, kind, count, local, expected):
     simulate_machine(monkeypatch, kind, count)
     assert distributed.rank_device(local) == torch.device(expected)
-
-
-def test_rank_device_obeys_d2l_device(monkeypatch):
-    simulate_machine(monkeypatch, "cuda", 2)
-    monkeypatch.setenv("D2L_DEVICE", "cpu")
-    assert distributed.rank_device(1) == torch.device("cpu")
 
 
 def _simulated_job(monkeypatch, ranks: list[tuple[int, list[str]]]) -> list[str]:

@@ -1,5 +1,6 @@
 """The package's promises about itself: light import, public API, pinned installs."""
 
+import ast
 import re
 import subprocess
 import sys
@@ -66,16 +67,36 @@ def test_import_adds_nothing_heavy_to_what_torch_loads():
 
 def test_public_api_is_what_another_chapter_imports():
     assert sorted(d2l_gpu.__all__) == sorted(
-        ["cpu", "gpu", "num_gpus", "try_gpu", "try_all_gpus", "Timer", "Benchmark"]
-        + ["synchronize", "benchmark", "Measurement", "device_report", "device_info"]
-        + ["accelerator_type", "ENV_VAR", "__version__", "compare", "Comparison"]
-        + ["host_and_device_seconds"]
+        ["cpu", "gpu", "num_gpus", "try_gpu", "try_all_gpus", "accelerator_type", "synchronize"]
+        + ["Timer", "Benchmark", "benchmark", "compare", "host_and_device_seconds"]
+        + ["device_info", "device_report"]
     )
-    for name in d2l_gpu.__all__:
-        assert hasattr(d2l_gpu, name), name
     public = {name for name in vars(d2l_gpu) if not name.startswith("_")}
-    modules = {"comparison", "devices", "distributed", "overlap", "report", "timing"}
-    assert public - modules == set(d2l_gpu.__all__) - {"__version__"}
+    modules = {"comparison", "devices", "distributed", "report", "timing"}
+    assert public - modules == set(d2l_gpu.__all__)
+
+
+def test_modules_import_only_each_others_public_names():
+    for path in (ROOT / "d2l_gpu").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                names = [alias.name for alias in node.names]
+                private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+                assert not private, (path.name, private)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                if node.value.id in modules_of(path) and node.attr.startswith("_"):
+                    raise AssertionError(f"{path.name} uses {node.value.id}.{node.attr}")
+
+
+def modules_of(path: Path) -> set[str]:
+    """The package modules ``path`` imports as names (``from . import report``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level and not node.module
+        for alias in node.names
+    }
 
 
 def test_public_api_is_typed_and_versioned():

@@ -1,18 +1,26 @@
-"""Timers and benchmark(): the book's interface, real waits for the right device."""
+"""The clocks: Timer, Benchmark, benchmark(), compare() and host_and_device_seconds().
 
+Most tests run on ``Timeline`` (tests/simulate.py): a clock and a GPU stream that
+move only by what each call costs, so a result is checked exactly, however busy
+this machine is. The gpu-marked tests hold the same claims on a real GPU.
+"""
+
+import itertools
 import re
-import subprocess
-import sys
 import time
 
 import pytest
 import torch
 
 import d2l_gpu
-from d2l_gpu import devices, timing
-from tests.simulate import record_waits, simulate_machine
+from d2l_gpu.comparison import BAND
+from d2l_gpu.timing import MIN_BLOCKS, Measurement
+from tests.simulate import Timeline, record_waits, simulate_cuda_contexts, simulate_machine
 
 CUDA0, CUDA1 = torch.device("cuda", 0), torch.device("cuda", 1)
+
+
+# Timer and Benchmark: the book's interface
 
 
 def test_timer_records_times_like_the_book():
@@ -26,223 +34,296 @@ def test_timer_records_times_like_the_book():
     assert timer.sum() == pytest.approx(first + second)
     assert timer.avg() == pytest.approx((first + second) / 2)
     assert timer.cumsum() == pytest.approx([first, first + second])
-
-
-def test_timer_avg_without_times_is_a_clear_error():
+    with pytest.raises(RuntimeError, match=r"needs a running timer; call start\(\) first"):
+        timer.stop()
     with pytest.raises(ValueError, match="at least one recorded time"):
         d2l_gpu.Timer().avg()
 
 
-def test_timer_stop_twice_without_start_is_a_clear_error():
-    timer = d2l_gpu.Timer()
-    timer.stop()
-    with pytest.raises(RuntimeError, match="needs a running timer; call start"):
-        timer.stop()
-
-
-def test_timer_waits_for_the_simulated_device_before_reading_the_clock(monkeypatch):
+def test_timer_waits_for_the_device_before_reading_the_clock(monkeypatch):
     simulate_machine(monkeypatch, "cuda", 2)
     waits = record_waits(monkeypatch, seconds=0.02)
     elapsed = d2l_gpu.Timer("cuda:0").stop()
-    # stop() waited for the queued work (20 ms) before reading the clock.
-    assert elapsed >= 0.02
+    assert elapsed >= 0.02  # stop() waited for the queued work (20 ms) before reading
     assert waits == [CUDA0, CUDA0]
 
 
-def test_timer_on_cpu_never_synchronizes(monkeypatch):
-    simulate_machine(monkeypatch, "cuda", 2)
-    waits = record_waits(monkeypatch)
-    d2l_gpu.Timer("cpu").stop()
-    assert waits == []
-
-
 @pytest.mark.parametrize(
-    ("override", "expected"),
-    [(None, [CUDA0, CUDA1]), ("cuda:1", [CUDA1]), ("cuda", [CUDA0, CUDA1]), ("cpu", [])],
+    ("device", "expected"),
+    [(None, [CUDA0, CUDA1]), ("cuda", [CUDA0, CUDA1]), ("cuda:1", [CUDA1]), ("cpu", [])],
 )
-def test_default_clocks_wait_for_the_devices_the_helpers_offer(monkeypatch, override, expected):
+def test_every_clock_waits_for_the_devices_it_is_given(monkeypatch, device, expected):
     simulate_machine(monkeypatch, "cuda", 2)
-    if override:
-        monkeypatch.setenv(devices.ENV_VAR, override)
     waits = record_waits(monkeypatch)
-    d2l_gpu.Timer().stop()
-    assert waits == expected * 2
-    waits.clear()
-    with d2l_gpu.Benchmark("quiet"):
+    d2l_gpu.Timer(device).stop()
+    with d2l_gpu.Benchmark("quiet", device=device):
         pass
-    assert waits == expected * 2
+    d2l_gpu.synchronize(device)
+    assert waits == expected * 5
     waits.clear()
-    d2l_gpu.benchmark(lambda: None, min_run_time=0.01, warmup=0)
-    assert set(waits) == set(expected)
+    d2l_gpu.benchmark(lambda: time.sleep(1e-4), device=device, min_run_time=0.01, warmup=0)
+    d2l_gpu.compare(time.time, time.time, device=device, min_run_time=1e-3, warmup=0)
+    assert set(waits) == set(expected) and (len(waits) > 40 or not expected)
 
 
 def test_default_clocks_skip_a_gpu_this_process_never_used(monkeypatch):
     simulate_machine(monkeypatch, "cuda", 3)
-    monkeypatch.setattr(devices, "_cuda_has_context", lambda index: index != 1)
-    waits = record_waits(monkeypatch)
+    contexts = simulate_cuda_contexts(monkeypatch, in_use={0, 2})
     d2l_gpu.Timer().stop()
     d2l_gpu.synchronize()
-    assert waits == [CUDA0, torch.device("cuda", 2)] * 3
+    assert contexts == {0, 2}  # waiting on card 1 would have started CUDA there
 
 
-def test_timer_without_device_on_simulated_mps_waits_for_it(monkeypatch):
+def test_default_clocks_on_mps_wait_for_it(monkeypatch):
     simulate_machine(monkeypatch, "mps", 1)
     waits = record_waits(monkeypatch)
     d2l_gpu.Timer().stop()
-    assert waits == [torch.device("mps", 0)] * 2
+    d2l_gpu.synchronize("mps")
+    assert waits == [torch.device("mps", 0)] * 3
 
 
-def test_timer_for_a_device_this_machine_lacks_is_a_clear_error(monkeypatch):
-    simulate_machine(monkeypatch, None, 0)
-    with pytest.raises(ValueError, match="device='cuda:1' is not a device this machine has"):
+def test_a_clock_for_a_device_this_machine_lacks_is_a_clear_error(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 1)
+    with pytest.raises(
+        ValueError, match="'cuda:1' is not on this machine, which has 'cpu', 'cuda:0'"
+    ):
         d2l_gpu.Timer("cuda:1")
 
 
 def test_benchmark_context_prints_description_and_seconds(capsys):
     with d2l_gpu.Benchmark("ten ms") as bench:
         time.sleep(0.01)
-    printed = capsys.readouterr().out
-    assert re.fullmatch(r"ten ms: \d+\.\d{4} sec\n", printed)
+    assert re.fullmatch(r"ten ms: \d+\.\d{4} sec\n", capsys.readouterr().out)
     assert bench.elapsed >= 0.01
 
 
-def test_benchmark_measures_a_known_duration():
-    m = d2l_gpu.benchmark(time.sleep, 0.002, min_run_time=0.05, warmup=1)
-    assert m.median >= 0.002  # sleep() may overrun on a busy machine, never underrun
-    assert m.runs >= timing.MIN_RUNS and m.number_per_run == 1
-    assert m.q1 <= m.median <= m.q3
-    assert m.iqr == pytest.approx(m.q3 - m.q1)
-    assert "median" in str(m)
+# benchmark()
 
 
-def test_benchmark_warms_up_and_passes_arguments():
-    calls = []
-    m = d2l_gpu.benchmark(lambda a, b=0: calls.append((a, b)), 1, b=2, warmup=5, min_run_time=0.01)
-    assert calls[:5] == [(1, 2)] * 5
-    assert len(calls) >= 5 + m.runs * m.number_per_run
+def test_measurement_gives_median_quartiles_and_a_plain_line():
+    m = Measurement([0.005, 0.001, 0.003, 0.002, 0.004], label="five")
+    assert (m.q1, m.median, m.q3, m.iqr) == (0.002, 0.003, 0.004, 0.002)
+    assert str(m) == "five: 3.000 ms median, IQR 2.000 ms (5 blocks)"
+    assert str(Measurement([2.5e-9, 2.5e-9])) == "2.5 ns median, IQR 0.0 ns (2 blocks)"
+    with pytest.raises(ValueError, match="at least one time"):
+        Measurement([])
 
 
-def test_benchmark_synchronizes_the_device_it_is_given(monkeypatch):
-    simulate_machine(monkeypatch, "cuda", 2)
-    waits = record_waits(monkeypatch, seconds=0.02)
-    m = d2l_gpu.benchmark(lambda: None, device="cuda:1", min_run_time=0.05, warmup=0)
-    assert waits and set(waits) == {CUDA1}
-    # Each block's clock waits 20 ms for the simulated device.
-    assert m.median * m.number_per_run >= 0.02
+def test_benchmark_warms_up_then_times_at_least_ten_blocks(monkeypatch):
+    clock = Timeline(monkeypatch)
+    m = d2l_gpu.benchmark(clock.side("f", 2e-3), label="f", warmup=4)
+    assert clock.now >= 0.2  # min_run_time of blocks, and more
+    assert m.median == pytest.approx(2e-3) and m.iqr == pytest.approx(0, abs=1e-12)
+    assert len(m.times) >= MIN_BLOCKS and m.label == "f"
+    # A call longer than min_run_time still gets its ten blocks (and no more than needed).
+    slow = Timeline(monkeypatch)
+    m = d2l_gpu.benchmark(slow.side("slow", 0.3), warmup=0)
+    assert len(m.times) == MIN_BLOCKS and m.median == pytest.approx(0.3)
+    assert len(slow.calls) <= MIN_BLOCKS + 3  # each sizing of blocks costs one call
 
 
-class _SimulatedTime:
-    """A clock that moves only by what each step costs, so a benchmark's sizing is
-    checked exactly, however busy the machine: each wait for the device costs
-    ``wait`` seconds and each call of ``op`` costs ``call`` seconds."""
-
-    def __init__(self, monkeypatch, wait: float, call: float) -> None:
-        self.now, self.call = 0.0, call
-        simulate_machine(monkeypatch, "cuda", 1)
-        monkeypatch.setattr(timing, "_clock", lambda: self.now)
-        monkeypatch.setattr(torch.accelerator, "synchronize", lambda device: self.spend(wait))
-
-    def spend(self, seconds: float) -> None:
-        self.now += seconds
-
-    def op(self) -> None:
-        self.spend(self.call)
+def test_benchmark_times_the_gpu_work_not_just_its_launch(monkeypatch):
+    # Each call spends 10 us on the host to launch a 1 ms kernel: the host runs ahead.
+    simulate_machine(monkeypatch, "cuda", 1)
+    clock = Timeline(monkeypatch, sync_cost=5e-6)
+    launch = clock.program(("host", 10e-6), ("gpu", 1e-3))
+    assert d2l_gpu.benchmark(launch).median == pytest.approx(1e-3, rel=1e-3)
+    # A clock that does not wait (here: told the work is on the CPU) sees only launches.
+    assert d2l_gpu.benchmark(launch, device="cpu").median == pytest.approx(10e-6, rel=1e-3)
 
 
-def test_benchmark_with_a_costly_sync_keeps_it_small_and_still_finishes_on_time(monkeypatch):
-    """An empty op (0.1 us) on a device whose synchronize costs 5 us, as a GPU's does."""
-    sim = _SimulatedTime(monkeypatch, wait=5e-6, call=1e-7)
-    m = d2l_gpu.benchmark(sim.op, device="cuda:0", min_run_time=0.2, warmup=0)
-    assert m.median == pytest.approx(1e-7, rel=0.01)
-    assert 5e-6 < 0.01 * m.number_per_run * 1e-7  # the wait is < 1 % of a block
-    assert 90 <= m.runs <= 110  # about min_run_time / (min_run_time / 100)
-    assert sim.now <= 1.1 * 0.2, f"benchmark took {sim.now:.3f} s for min_run_time=0.2"
-
-
-def test_benchmark_of_a_millisecond_op_with_a_costly_sync_runs_one_call_a_block(monkeypatch):
-    sim = _SimulatedTime(monkeypatch, wait=5e-6, call=3e-3)
-    m = d2l_gpu.benchmark(sim.op, device="cuda:0", min_run_time=0.2)
-    assert m.number_per_run == 1 and m.runs >= 60
-    assert m.median == pytest.approx(3e-3 + 5e-6)  # one wait per block, 0.2 % of it
-    assert sim.now <= 1.1 * 0.2 + 3 * 3e-3  # plus the warm-up calls
-
-
-def test_benchmark_of_a_real_op_has_a_spread():
-    m = d2l_gpu.benchmark(time.sleep, 0.003, min_run_time=0.1)
-    assert m.iqr > 0 and m.median >= 0.003
+def test_benchmark_keeps_a_costly_wait_out_of_the_time_per_call(monkeypatch):
+    # A 10 us call on a device whose wait costs 10 us, as a GPU's can: blocks grow until
+    # the wait is at most 0.01 % of one (torch.utils.benchmark's rule).
+    simulate_machine(monkeypatch, "cuda", 1)
+    clock = Timeline(monkeypatch, sync_cost=10e-6)
+    m = d2l_gpu.benchmark(clock.side("op", 10e-6))
+    assert m.median == pytest.approx(10e-6, rel=2e-4) and len(m.times) >= MIN_BLOCKS
 
 
 def test_benchmark_sets_threads_only_while_it_runs():
-    before = torch.get_num_threads()
-    seen = []
-    d2l_gpu.benchmark(
-        lambda: seen.append(torch.get_num_threads()), num_threads=1, warmup=1, min_run_time=0.01
-    )
-    assert set(seen) == {1}
-    assert torch.get_num_threads() == before
+    before, seen = torch.get_num_threads(), set()
+    d2l_gpu.benchmark(lambda: seen.add(torch.get_num_threads()), num_threads=1, min_run_time=0.01)
+    assert seen == {1} and torch.get_num_threads() == before
 
 
-def test_benchmark_of_a_call_longer_than_min_run_time_keeps_ten_runs_and_its_calibration():
-    calls = []
-
-    def slow():
-        calls.append(None)
-        time.sleep(0.03)
-
-    m = d2l_gpu.benchmark(slow, min_run_time=0.01, warmup=0)
-    assert (m.runs, m.number_per_run) == (timing.MIN_RUNS, 1)
-    # No call is thrown away: the block that sized the runs is the first run.
-    assert len(calls) == timing.MIN_RUNS
-    assert m.median >= 0.03
-
-
-_SECONDS = "a number of seconds > 0 and <= 3600"
-_WARMUP = "a count from 0 to 1000"
-_THREADS = "a count from 1 to 1024, or None"
+def test_benchmark_of_a_real_sleep_is_never_shorter():
+    m = d2l_gpu.benchmark(lambda: time.sleep(0.002), min_run_time=0.05, warmup=1)
+    assert m.median >= 0.002 and len(m.times) >= MIN_BLOCKS and m.iqr >= 0
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "error", "message"),
+    ("fn", "kwargs", "error", "message"),
     [
-        ({"min_run_time": 0}, ValueError, f"min_run_time must be {_SECONDS}, got 0"),
-        ({"min_run_time": -1.0}, ValueError, "min_run_time must be .*, got -1.0"),
-        ({"min_run_time": float("nan")}, ValueError, "min_run_time must be .*, got nan"),
-        ({"min_run_time": float("inf")}, ValueError, "min_run_time must be .*, got inf"),
-        ({"min_run_time": "0.2"}, TypeError, "min_run_time must be .*, got '0.2'"),
-        ({"min_run_time": True}, TypeError, "min_run_time must be .*, got True"),
-        ({"min_run_time": 1e308}, ValueError, f"min_run_time must be {_SECONDS}, got 1e\\+308"),
-        ({"warmup": -1}, ValueError, f"warmup must be {_WARMUP}, got -1"),
-        ({"warmup": 1.5}, TypeError, f"warmup must be {_WARMUP}, got 1.5"),
-        ({"warmup": 10**12}, ValueError, f"warmup must be {_WARMUP}, got {10**12}"),
-        ({"num_threads": 0}, ValueError, f"num_threads must be {_THREADS}, got 0"),
-        ({"num_threads": "2"}, TypeError, f"num_threads must be {_THREADS}, got '2'"),
-        ({"num_threads": 2**63}, ValueError, f"num_threads must be {_THREADS}, got {2**63}"),
+        (3, {}, TypeError, "fn must be a function to call with no arguments, got 3"),
+        (print, {"min_run_time": 0}, ValueError, "min_run_time must be .* > 0, got 0"),
+        (print, {"min_run_time": float("nan")}, ValueError, "min_run_time .*, got nan"),
+        (print, {"warmup": -1}, ValueError, "warmup must be a number of calls >= 0, got -1"),
+        (print, {"num_threads": 0}, ValueError, "num_threads must be a count >= 1 or None, got 0"),
     ],
 )
-def test_benchmark_rejects_bad_settings_naming_them(kwargs, error, message):
-    calls = []
+def test_benchmark_refuses_bad_settings_naming_them(fn, kwargs, error, message):
     with pytest.raises(error, match=message):
-        d2l_gpu.benchmark(calls.append, None, **kwargs)
+        d2l_gpu.benchmark(fn, **kwargs)
+
+
+# compare()
+
+
+def _compare(clock, a_cost, b_cost, **kwargs):
+    kwargs = {"labels": ("a", "b"), "warmup": 0, "min_run_time": 0.02, **kwargs}
+    return d2l_gpu.compare(clock.side("a", a_cost), clock.side("b", b_cost), **kwargs)
+
+
+def test_a_side_three_times_as_long_is_clearly_slower(monkeypatch):
+    result = _compare(Timeline(monkeypatch), 1e-3, 3e-3)
+    assert (result.outcome, result.ratio) == ("slower", pytest.approx(3))
+    assert result.first.median == pytest.approx(1e-3)
+    assert result.second.median == pytest.approx(3e-3)
+    assert str(result) == "b took 3.0x as long as a, in all 10 rounds."
+
+
+def test_the_longer_side_is_named_first_so_the_ratio_reads_above_one(monkeypatch):
+    result = _compare(Timeline(monkeypatch), 13e-3, 1e-3)
+    assert result.outcome == "faster" and result.ratio == pytest.approx(1 / 13)
+    assert str(result) == "a took 13x as long as b, in all 10 rounds."
+    tiny = _compare(Timeline(monkeypatch), 1e-3, 2.5e-6)
+    assert str(tiny) == "a took 400x as long as b, in all 10 rounds."
+
+
+def test_sides_within_the_band_took_about_as_long(monkeypatch):
+    assert BAND == 1.25
+    result = _compare(Timeline(monkeypatch), 1e-3, 1.2e-3)
+    assert result.outcome == "agree"
+    assert str(result) == "a and b took about as long (within 1.25x), in 10 rounds."
+    strict = _compare(Timeline(monkeypatch), 1e-3, 1.2e-3, band=1.1)
+    assert strict.outcome == "slower"
+    assert str(strict) == "b took 1.2x as long as a, in all 10 rounds."
+
+
+def test_a_gap_whose_round_ratios_reach_into_the_band_is_no_clear_difference(monkeypatch):
+    # b costs 1.5 ms in most rounds and 1 ms in some: the median ratio is beyond the
+    # band, the lower quartile inside it.
+    costs = itertools.cycle([1.5e-3, 1e-3, 1.5e-3, 1e-3, 1.5e-3])
+    result = _compare(Timeline(monkeypatch), 1e-3, lambda now: next(costs), min_run_time=1e-6)
+    assert (result.ratio, result.ratio_q1) == (pytest.approx(1.5), pytest.approx(1.0))
+    assert result.outcome == "unclear"
+    assert (
+        str(result) == "no clear difference between a and b: b took 1.5x as long in 6 of 10 rounds."
+    )
+
+
+def test_sides_alternate_so_a_slow_phase_falls_on_both(monkeypatch):
+    # The machine slows down steadily: every call costs more than the one before.
+    # Timed one side after the other, b would look far slower; alternated, they agree.
+    clock = Timeline(monkeypatch)
+    drift = lambda now: 1e-3 * (1 + 50 * now)  # noqa: E731
+    assert _compare(clock, drift, drift, min_run_time=1e-6).outcome == "agree"
+    assert clock.calls[-20:] == ["a", "b", "b", "a"] * 5  # first-second, second-first, ...
+
+
+def test_each_side_gets_its_rounds_its_warm_up_and_blocks_that_fill_min_run_time(monkeypatch):
+    clock = Timeline(monkeypatch)
+    result = _compare(clock, 1e-6, 4e-6, min_run_time=0.2, warmup=2, rounds=12)
+    assert clock.calls[:4] == ["a", "b", "a", "b"]
+    assert len(result.ratios) == len(result.first.times) == len(result.second.times) == 12
+    assert 0.2 <= clock.now <= 0.3  # calibration included
+    slow = _compare(Timeline(monkeypatch), 0.5, 0.5, min_run_time=0.01)
+    assert len(slow.ratios) == 10
+
+
+def test_real_identical_work_agrees():
+    x = torch.ones(64, 64)
+    result = d2l_gpu.compare(lambda: x @ x, lambda: x @ x, min_run_time=0.1, band=2)
+    assert result.outcome == "agree", result
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "message"),
+    [
+        ((print, 3), {}, TypeError, "second must be a function to call with no arguments, got 3"),
+        ((print, print), {"rounds": 9}, ValueError, "rounds must be a count >= 10, got 9"),
+        ((print, print), {"band": 1}, ValueError, r"band must be a factor > 1 .*, got 1"),
+        ((print, print), {"band": 0.8}, ValueError, "band must be a factor > 1"),
+        ((print, print), {"min_run_time": -1}, ValueError, "min_run_time must be"),
+        ((print, print), {"labels": "ab"}, TypeError, "labels must be a tuple of two strings"),
+    ],
+)
+def test_compare_refuses_bad_settings_naming_them(args, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        d2l_gpu.compare(*args, **kwargs)
+
+
+# host_and_device_seconds(), on a simulated GPU stream
+
+
+def _gpu(monkeypatch, busy_product=2.7e-3) -> Timeline:
+    simulate_machine(monkeypatch, "cuda", 1)
+    clock = Timeline(monkeypatch)
+    clock.cuda_events(monkeypatch, busy_product)
+    return clock
+
+
+@pytest.mark.parametrize("gpu_first", [True, False])
+@pytest.mark.parametrize(("host", "device"), [(100e-6, 10e-6), (10e-6, 400e-6), (200e-6, 200e-6)])
+def test_each_side_of_a_step_is_measured_whatever_comes_first(monkeypatch, gpu_first, host, device):
+    clock = _gpu(monkeypatch)
+    work = [("gpu", device), ("host", host)] if gpu_first else [("host", host), ("gpu", device)]
+    measured = d2l_gpu.host_and_device_seconds(clock.program(*work), "cuda:0")
+    assert measured == (pytest.approx(host), pytest.approx(device))
+    assert clock.launches == 10 + 21  # ten products, the warm-up and 20 steps
+
+
+def test_the_stream_overlaps_host_and_gpu_inside_a_synced_step(monkeypatch):
+    # What lessons 04 and 06 state: with a sync every step, a step costs max(H, G)
+    # when its GPU work is launched first, H + G when it must wait for all host work;
+    # without the sync, about max(H, G) either way.
+    h, g = 300e-6, 200e-6
+    for work, synced in (([("gpu", g), ("host", h)], h), ([("host", h), ("gpu", g)], h + g)):
+        clock = Timeline(monkeypatch)
+        for sync, per_step in ((True, synced), (False, max(h, g))):
+            step = clock.program(*work, *([("sync", 0)] if sync else []))
+            start = clock.now
+            for _ in range(100):
+                step()
+            clock.sync()
+            assert (clock.now - start) / 100 == pytest.approx(per_step, rel=0.01)
+
+
+def test_when_the_gpu_runs_dry_first_it_gets_more_to_do(monkeypatch):
+    # 20 steps of 1 ms on the host outlast 10 and 40 short products, not 160.
+    clock = _gpu(monkeypatch, busy_product=0.2e-3)
+    step = clock.program(("host", 1e-3), ("gpu", 50e-6))
+    assert d2l_gpu.host_and_device_seconds(step, "cuda:0") == (
+        pytest.approx(1e-3),
+        pytest.approx(50e-6),
+    )
+    assert clock.launches == 10 + 40 + 160 + 1 + 3 * 20
+
+
+def test_a_gpu_that_always_runs_dry_reads_as_the_host_time(monkeypatch):
+    clock = _gpu(monkeypatch, busy_product=1e-6)
+    step = clock.program(("host", 1e-3), ("gpu", 50e-6))
+    host, device = d2l_gpu.host_and_device_seconds(step, "cuda:0")
+    assert device == pytest.approx(host, rel=0.1)  # an upper bound on the GPU's time
+
+
+@pytest.mark.parametrize(
+    ("device", "steps", "message"),
+    [
+        ("cpu", 20, "device must be a CUDA device such as 'cuda:0', got 'cpu'"),
+        ("mps", 20, "got 'mps'"),
+        ("cuda:0", 0, "steps must be a count >= 1, got 0"),
+    ],
+)
+def test_host_and_device_seconds_refuses_bad_arguments_before_the_step_runs(device, steps, message):
+    calls = []
+    with pytest.raises(ValueError, match=message):
+        d2l_gpu.host_and_device_seconds(lambda: calls.append(1), device, steps=steps)
     assert calls == []
 
 
-def test_benchmark_accepts_any_real_number_of_seconds():
-    from fractions import Fraction
-
-    m = d2l_gpu.benchmark(lambda: None, min_run_time=Fraction(1, 100), warmup=0)
-    assert m.runs >= timing.MIN_RUNS
-
-
-def test_measurement_from_times_gives_median_and_iqr():
-    m = d2l_gpu.Measurement.from_times([0.005, 0.001, 0.003, 0.002, 0.004], label="five")
-    assert (m.median, m.iqr, m.runs, m.number_per_run) == (0.003, 0.002, 5, 1)
-    assert m.label == "five"
-    assert str(m) == "five: 3.000 ms median, IQR 2.000 ms, 5 runs x 1"
-
-
-def test_measurement_from_no_times_is_a_clear_error():
-    with pytest.raises(ValueError, match="at least one time"):
-        d2l_gpu.Measurement.from_times([])
+# On a real GPU
 
 
 @pytest.mark.gpu
@@ -262,40 +343,35 @@ def test_timer_agrees_with_cuda_events_and_an_unsynchronized_clock_does_not():
         end.record()
         synced = timer.stop()
         events = start.elapsed_time(end) / 1000
-
         tik = time.perf_counter()
         for _ in range(repeats):
             x @ x
         unsynced = time.perf_counter() - tik
         torch.cuda.synchronize(device)
-
     assert synced == pytest.approx(events, rel=0.05)
     assert unsynced < 0.5 * events
 
 
 @pytest.mark.gpu
-def test_benchmark_on_the_gpu_has_many_runs_and_takes_about_min_run_time():
+def test_benchmark_on_the_gpu_has_ten_blocks_and_times_the_kernels():
     device = d2l_gpu.try_gpu()
     x = torch.randn(2048, 2048, device=device)
-    for fn, args in ((torch.mm, (x, x)), (lambda: None, ())):
-        # Outside the wall clock: a first product alone may load cuBLAS and its kernels.
-        fn(*args)
-        d2l_gpu.synchronize(device)
-        tik = time.perf_counter()
-        m = d2l_gpu.benchmark(fn, *args, device=device, min_run_time=0.2)
-        wall = time.perf_counter() - tik
-        assert m.runs >= 10 and m.iqr > 0, m
-        assert wall < 0.6, f"{m}: took {wall:.2f} s for min_run_time=0.2"
+    x @ x  # a first product alone may load cuBLAS and its kernels
+    m = d2l_gpu.benchmark(lambda: x @ x, device=device, min_run_time=0.2)
+    tik = time.perf_counter()
+    for _ in range(10):
+        x @ x
+    d2l_gpu.synchronize(device)
+    assert len(m.times) >= MIN_BLOCKS and m.iqr > 0, m
+    assert m.median == pytest.approx((time.perf_counter() - tik) / 10, rel=0.3)
 
 
 @pytest.mark.gpu
-def test_default_timer_leaves_an_unused_gpu_untouched():
-    if torch.cuda.device_count() < 2:
-        pytest.skip("needs two CUDA GPUs")
-    code = (
-        "import torch, d2l_gpu; x = torch.ones(8, device='cuda:0'); "
-        "t = d2l_gpu.Timer(); (x * 2).sum(); t.stop(); "
-        "print(torch._C._cuda_hasPrimaryContext(0), torch._C._cuda_hasPrimaryContext(1))"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "False"]
+def test_host_and_device_seconds_on_a_real_gpu():
+    if d2l_gpu.accelerator_type() != "cuda":
+        pytest.skip("needs a CUDA device")
+    device = d2l_gpu.try_gpu()
+    x = torch.randn(2048, 2048, device=device)
+    host, gpu = d2l_gpu.host_and_device_seconds(lambda: x @ x, device)
+    events = d2l_gpu.benchmark(lambda: x @ x, device=device).median
+    assert 0 < host < gpu and gpu == pytest.approx(events, rel=0.3)
