@@ -115,8 +115,8 @@ print("steps kept:", next(e.count for e in events if e.key.startswith("ProfilerS
 #
 # Each row of `key_averages()` is one operation or kernel, with its number of
 # calls and its *self* time: the time spent in the row's own code, not in the
-# operations it called. (`aten::linear`, for instance, calls `aten::addmm`, and
-# the product's time counts as `addmm`'s.) The cell prints three parts:
+# operations it called. (The matrix product inside a linear layer, for instance,
+# counts as `aten::addmm`'s time, not the layer's.) The cell prints three parts:
 #
 # - on a CUDA GPU, the kernels and copies that the GPU ran, ordered by their
 #   time on the GPU;

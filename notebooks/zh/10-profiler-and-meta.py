@@ -106,13 +106,14 @@ print("steps kept:", next(e.count for e in events if e.key.startswith("ProfilerS
 #
 # `key_averages()` 的每一行是一个运算或一个核函数，列出调用次数和*自身*时间，
 # 也就是花在这一行自己的代码上的时间，不包括它调用的其他运算。
-# （例如 `aten::linear` 会调用 `aten::addmm`，乘法的时间算在 `addmm` 名下。）单元格分三部分打印：
+# （例如，线性层里矩阵乘法的时间算在 `aten::addmm` 名下，而不算在调用它的那个层上。）单元格分三部分打印：
 #
-# - 在 CUDA GPU 上，先列出 GPU 执行的核函数和复制，按它们在 GPU 上的时间排序；
-# - 然后是 CPU 上的运算，按它们在 CPU 上的时间排序；
-# - 最后是下文提到的那些行，不管它们排在第几。
+# - 在 CUDA GPU 上，先列出 GPU 执行的核函数和复制，按它们在 GPU 上的时间排序（`on the GPU, by GPU time`）；
+# - 然后是 CPU 上的运算，按它们在 CPU 上的时间排序（`on the CPU, by CPU time`）；
+# - 最后是下文提到的那些行，不管它们排在第几（`rows named in the text`）。
 #
-# 时间以微秒为单位，每次运行都不一样。`events.table(sort_by="self_device_time_total", row_limit=10)`
+# 表头里，calls 是调用次数，self CPU us 和 self GPU us 是以微秒计的自身 CPU 时间和自身 GPU 时间；
+# 这些时间每次运行都不一样。`events.table(sort_by="self_device_time_total", row_limit=10)`
 # 会打印 PyTorch 自带的版本，列更多。
 
 # %% tags=["nbval-ignore-output"]
@@ -147,18 +148,18 @@ print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in e
 
 # %% [markdown]
 # 这张表告诉我们该往哪里看，而不是直接给出结论。在 CPU 上（这里保存的输出就是 CPU 的），
-# 每一行都是 CPU 自己做的工作。在点名的几行里，矩阵乘法分成两种：`aten::addmm` 是每个线性层的前向传播
+# 每一行都是 CPU 自己做的工作。在文中提到的几行里，矩阵乘法分成两种：`aten::addmm` 是每个线性层的前向传播
 # （乘法加偏置），`aten::mm` 是反向传播里的乘法。`aten::item` 读出损失；在 CPU 上它没有什么要等的，
 # 所以自身时间很短。`ProfilerStep*` 是调度给每个保留下来的步骤加上的标记，
 # 它的自身时间是这一步里不属于任何运算的 Python 代码所用的时间。
 #
-# 到了 CUDA GPU 上，情况就变了，点名的几行正好说明变在哪里。CPU 上的 `aten::` 运算这时只负责*启动*工作，
+# 到了 CUDA GPU 上，情况就变了，文中提到的几行正好说明变在哪里。CPU 上的 `aten::` 运算这时只负责*启动*工作，
 # 它们的 CPU 时间量的是启动的开销；真正的计算出现在表的 GPU 部分：各个库按自己的命名规则命名的核函数，
 # 以及两种复制。`Memcpy HtoD (Pageable -> Device)` 是每一步把两个输入复制到 GPU 上，
 # `Memcpy DtoH (Device -> Pinned)` 是 `.item()` 把损失复制回来。CPU 这一侧则多出了 CUDA 运行时库的调用：
 # `cudaLaunchKernel` 每启动一个核函数就出现一次；`cudaStreamSynchronize` 是 `.item()` 等待的地方，
 # 它的自身 CPU 时间大多是 CPU 停在那里，等 GPU 做完这一步排好的工作。
-# 这次运行没有记录到的点名行会列在最后一行，而不是悄悄省略。
+# 文中提到、这次运行却没有记录到的行会列在最后一行，而不是悄悄省略。
 # H200 曾为这个单元格的较早版本打印过这些行，但此后单元格有了改动。这个单元格还没有在 GPU 上运行过。
 #
 # 想看时间线而不是表格，可以用 `trace.export_chrome_trace(path)` 写出一个文件，
@@ -167,7 +168,7 @@ print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in e
 # %% [markdown]
 # ## 直接在设备上创建模型
 #
-# 先在 CPU 上搭好模型再搬走，每个权重就要写两遍：先写进内存，再写进设备的存储。
+# 先在 CPU 上搭好模型再搬走，每个权重就要写两遍：先写进内存，再写进显存。
 # 把 `torch.device(device)` 当作上下文管理器来用，代码块里新建的张量和层只要没有自己指定设备，
 # 就会建在 `device` 上：
 
@@ -179,7 +180,7 @@ print("layer weight on", layer.weight.device, "| noise on", noise.device)
 print("outside the block, new tensors go to", torch.ones(1).device)
 
 # %% [markdown]
-# ## 不占存储的模型：meta 设备
+# ## 不占内存的模型：meta 设备
 #
 # 如果模型大到不便建两遍，甚至在内存里根本放不下，还有第三个地方可以创建它：meta 设备。
 # meta 设备上的张量只有形状和数据类型，既不占存储，也没有数值，所以在上面搭模型几乎不花代价，
