@@ -45,8 +45,8 @@ if d2l_gpu.num_gpus() == 0:
 # %% [markdown]
 # ## A training step to look at
 #
-# A clock says how long a step takes; a profiler says what the step spent that
-# time on. The step below is the one the rest of the book runs: copy a
+# A clock, as in [09](09-timing-a-gpu.ipynb), says how long a step takes; a
+# profiler says what the step spent that time on. The step below is the one the rest of the book runs: copy a
 # minibatch from main memory to the device, run the forward and backward
 # passes, update the weights, and read the loss with `.item()`. The model is
 # small, so that the CPU run stays short.
