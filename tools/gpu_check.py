@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import time
+from glob import glob
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -170,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         record(*run_step(report, "torchrun-nccl", demo, args.timeout))
     elif not problem:
         record("torchrun-nccl", "skipped: no CUDA GPU")
-    lessons = sorted({p for pattern in args.lessons for p in ROOT.glob(pattern)})
+    lessons = sorted({ROOT / p for pattern in args.lessons for p in glob(pattern, root_dir=ROOT)})
     if not lessons:
         record("lessons", f"failed: no lesson matches {args.lessons}")
     for notebook in lessons if not (problem or missing) else []:
