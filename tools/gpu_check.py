@@ -150,34 +150,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{step}: {outcome} ({seconds:.1f} s)", flush=True)
 
     print(f"gpu-check: torch {facts['torch']}, Python {facts['python']}, GPUs: {facts['gpus']}")
-    problem = gpu_problem(listed_gpus(), len(facts["gpus"]), os.environ)
-    missing = [name for name in NEEDS if find_spec(name) is None]
-    if problem:  # every later step would run on the CPU and prove nothing
-        record("gpus", f"failed: {problem}")
-    elif not facts["gpus"]:
+    if problem := gpu_problem(listed_gpus(), len(facts["gpus"]), os.environ):
+        record("gpus", f"failed: {problem}")  # the steps below would prove nothing
+        return finish(report, facts, steps)
+    if not facts["gpus"]:
         print("No GPU: torch sees none. The gpu tests skip, the nccl demo cannot run, and the")
         print("lessons run on the CPU (what is saved is a CPU run, not a GPU's).")
-    if missing:
+    record(*run_step(report, "info", ["-m", "d2l_gpu", "info"], args.timeout))
+    if missing := [name for name in NEEDS if find_spec(name) is None]:
         record("packages", f"failed: this Python lacks {', '.join(missing)} (see CONTRIBUTING.md)")
-    if not problem:
-        record(*run_step(report, "info", ["-m", "d2l_gpu", "info"], args.timeout))
-    if not problem and not missing:
+    else:
         pytest = ["-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-m", "gpu", args.tests]
         record(*run_step(report, "gpu-tests", pytest, args.timeout))
-    cuda = torch.cuda.device_count()
-    if not problem and cuda:
+    if cuda := torch.cuda.device_count():
         demo = ["-m", "torch.distributed.run", "--standalone", "--local-addr", "127.0.0.1"]
         demo += ["--nproc-per-node", str(cuda), DEMO, "--backend", "nccl"]
         record(*run_step(report, "torchrun-nccl", demo, args.timeout))
-    elif not problem:
+    else:
         record("torchrun-nccl", "skipped: no CUDA GPU")
     lessons = sorted({ROOT / p for pattern in args.lessons for p in glob(pattern, root_dir=ROOT)})
     if not lessons:
         record("lessons", f"failed: no lesson matches {args.lessons}")
-    for notebook in lessons if not (problem or missing) else []:
+    for notebook in [] if missing else lessons:
         target = report / "executed" / notebook.parent.name / notebook.name
         record(f"{notebook.parent.name}/{notebook.stem}", *execute(notebook, target, args.timeout))
+    return finish(report, facts, steps)
 
+
+def finish(report: Path, facts: dict, steps: list[dict]) -> int:
+    """Write run.json, say what failed; 1 if a step failed."""
     run = {**facts, "steps": steps}
     (report / "run.json").write_text(json.dumps(run, indent=1) + "\n", encoding="utf-8")
     failed = [s["step"] for s in steps if s["outcome"].startswith("failed")]
