@@ -52,12 +52,13 @@ from torch import nn
 
 device = d2l_gpu.try_gpu()  # the first GPU, else the CPU
 
+
 # %% [markdown]
 # ## Exercise 1: large and small matrix products
 #
 # With a GPU, the cell times one n x n product on the CPU against the same
 # product on the GPU, for a tiny n and a large one. Without one, it asks the
-# second half of the question on the CPU alone: a 64 x 64 product does 4,096
+# second half of the question on the CPU alone: a 48 x 48 product does 1,728
 # times the arithmetic of a 4 x 4 one. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output"]
@@ -67,14 +68,15 @@ def product(n, where):
 
 
 if device.type == "cpu":
-    print(d2l_gpu.compare(product(4, device), product(64, device), labels=("4 x 4", "64 x 64")))
+    print(d2l_gpu.compare(product(4, device), product(48, device), labels=("4 x 4", "48 x 48")))
 else:
     for n in (4, 2048):
         labels = (f"{n} x {n} on the CPU", f"{n} x {n} on {device}")
         print(d2l_gpu.compare(product(n, "cpu"), product(n, device), labels=labels, device=device))
 
+
 # %% [markdown]
-# Far from 4,096 times: a call has a fixed cost (Python, PyTorch's dispatcher,
+# Far from 1,728 times: a call has a fixed cost (Python, PyTorch's dispatcher,
 # choosing a routine) that a tiny product cannot hide. A GPU adds a kernel launch
 # to it, so at 4 x 4 it loses to the CPU. `compare` waits for the GPU only at
 # the end of each block of calls, so that loss is the launch, not a wait per
@@ -113,6 +115,7 @@ with tempfile.TemporaryDirectory() as folder:
     except pickle.UnpicklingError as e:  # the line that names what it refused
         line = next(x for x in str(e).splitlines() if "Unsupported global" in x)
         print(f"{type(e).__name__}: {line.strip().split(' was ')[0]}")
+
 
 # %% [markdown]
 # The recipe: save `model.state_dict()`; load it with `weights_only=True` and a
@@ -229,7 +232,8 @@ else:
 # Python launching two kernels, as here. Real training adds the data moving
 # between the GPUs, which [12 – Beyond one machine](12-beyond-one-machine.ipynb)
 # begins to time.
-#
+
+# %% [markdown]
 # ## What this lesson showed
 #
 # - A GPU wins on large products and loses on tiny ones, whose fixed cost per

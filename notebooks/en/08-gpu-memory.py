@@ -1,9 +1,11 @@
 # %% [markdown]
 # # GPU memory: the caching allocator, its counters, and running out
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/04-gpu-memory.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/08-gpu-memory.ipynb)
 #
-# As run on an NVIDIA H200: pending (needs a GPU run of the fixed lesson).
+# What a GPU printed for these lessons: [notebooks/gpu](../gpu/README.md).
+#
+# *Beyond the book: this lesson goes past the chapter.*
 #
 # **What you will learn**
 #
@@ -87,19 +89,19 @@ for shape, dtype in [
 # part of the process's ordinary memory, which the operating system counts, so
 # on the CPU the cell calls no GPU API at all.
 #
-# On a CUDA GPU the cell first starts CUDA itself, with `torch.cuda.init()`.
-# PyTorch starts CUDA lazily, when something first needs it (usually the first
-# tensor put on a GPU), and the allocator comes into being only then. Before
-# that, the functions that read the counters answer 0, but
+# On a CUDA GPU the cell first initializes CUDA itself, with `torch.cuda.init()`.
+# PyTorch initializes CUDA lazily, when something first needs it (usually the
+# first tensor put on a GPU), and the allocator comes into being only then.
+# Before that, the functions that read the counters answer 0, but
 # `reset_peak_memory_stats(device)` stops with `RuntimeError: Invalid device
-# argument`: there is no allocator for that device yet. Starting CUDA on
-# purpose makes the order visible, and lets the first line show the card's
-# memory before any tensor exists.
+# argument`: there is no allocator for that device yet (an H200 run found this).
+# Initializing CUDA on purpose keeps the order right, and lets the first line
+# show the card's memory before any tensor exists.
 
 # %% tags=["nbval-ignore-output"]
 device = d2l_gpu.try_gpu()
 if device.type == "cuda":
-    torch.cuda.init()  # start CUDA: its allocator, and so its counters, exist from here
+    torch.cuda.init()  # before any reset: the allocator, and its counters, exist from here
     torch.cuda.reset_peak_memory_stats(device)
 
     def show(step):
@@ -141,20 +143,22 @@ else:
 # the moment both tensors existed, and the driver's figure stay well above all
 # of them. Already at the start, before any tensor, the card has memory in use:
 # the CUDA context. And the driver's figure does not fall back to where it
-# started, not even after `empty_cache()`. It grew when the multiplication ran,
-# the first GPU kernel of this process: CUDA loads a kernel's code onto the
-# card the first time that kernel runs ("lazy loading", the default of recent
-# CUDA versions, which PyTorch asks older ones for), and may reserve working
-# space for running it. That memory belongs to the context, not to PyTorch's
-# allocator, so `empty_cache()` cannot hand it back; it grows with each new kind
-# of kernel and goes only when the process ends.
+# started, not even after `empty_cache()`: it grew when the multiplication ran,
+# the first GPU kernel of this process. Why is an inference, which this cell
+# does not test: CUDA probably loaded that kernel's code onto the card the first
+# time it ran ("lazy loading", the default of recent CUDA versions), and may have
+# reserved working space for it. Such memory belongs to the context, not to
+# PyTorch's allocator, so `empty_cache()` cannot hand it back. To test the
+# inference, run the lesson with `CUDA_MODULE_LOADING=EAGER` set before Python
+# starts: if it holds, the context is larger at the start and grows less at the
+# first kernel.
 #
 # ## Copies cost memory, in bytes
 #
-# [03](03-tensors-and-gpus.ipynb) showed with `data_ptr()` that `.to()` onto the
-# device a tensor is already on returns the tensor itself, while `copy=True`
-# makes a new one. The allocator's counter shows the same in bytes: the no-copy
-# form adds nothing, the copy adds the tensor's full size (4 MiB here).
+# [03](03-tensors-and-gpus.ipynb) showed that `.to()` onto the device a tensor
+# is already on returns the tensor itself, while `copy=True` makes a new one.
+# The allocator's counter shows the same in bytes: the no-copy form adds
+# nothing, the copy adds the tensor's full size (4 MiB here).
 
 # %% tags=["nbval-ignore-output"]
 if device.type == "cuda":
@@ -168,7 +172,7 @@ if device.type == "cuda":
     print(f".to(device, copy=True): +{after_copy - after_same} bytes")
     del big, same, fresh
 else:
-    print(f"No CUDA allocator counter on {device}; data_ptr() in 03 showed the same.")
+    print(f"No CUDA allocator counter on {device}; 03 showed the same without one.")
 
 # %% [markdown]
 # ## Asking for too much
@@ -179,8 +183,9 @@ else:
 # Metal allows, as here, its message starts "Invalid buffer size"; for one that
 # merely does not fit next to what is already allocated, "MPS backend out of
 # memory". The next cell asks for twice the card's memory, sized with a `meta`
-# tensor first. On the CPU we do not try, because the operating system may end
-# the whole Jupyter kernel rather than report an error.
+# tensor first, and prints the whole message. On the CPU we do not try, because
+# the operating system may end the whole Jupyter kernel rather than report an
+# error. No GPU has run this cell yet in this form.
 
 # %% tags=["nbval-ignore-output"]
 if device.type == "cuda":
@@ -196,18 +201,19 @@ else:
     print(f"{device} has {total / GiB:.1f} GiB; asking for {too_big.nbytes / GiB:.1f} GiB")
     try:
         torch.empty(too_big.shape, device=device)
-    except torch.OutOfMemoryError as error:  # CUDA (and ROCm)
-        print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
-    except RuntimeError as error:  # MPS reports running out as a plain RuntimeError
-        print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
+    except RuntimeError as error:  # CUDA: torch.OutOfMemoryError, a subclass; MPS: RuntimeError
+        print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
 # On a CUDA GPU the message says how much was asked for, how much the card has
-# and how much is free, and how much PyTorch holds. When a real program runs
-# out, the usual remedies are a smaller batch, fewer tensors kept alive (a
-# list of losses that still point at their graphs is a classic culprit), or a
-# smaller number type. Calling `empty_cache()` does not help a process that is
-# itself short of memory: the cached memory was already its own to reuse.
+# and how much is free, and how much PyTorch holds, then offers advice: when
+# memory is reserved but unallocated, setting
+# `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` can reduce fragmentation.
+# When a real program runs out, the usual remedies are a smaller batch size,
+# fewer tensors kept alive (a list of losses that still point at their graphs is
+# a classic culprit), or a smaller data type. Calling `empty_cache()` does not
+# help a process that is itself short of memory: the cached memory was already
+# its own to reuse.
 
 # %% [markdown]
 # ## What this lesson showed
@@ -223,5 +229,5 @@ else:
 # - Asking for more than a GPU has fails at once with an error the program can
 #   catch (`torch.OutOfMemoryError` on CUDA, a `RuntimeError` on MPS).
 #
-# Next: [05 – Asynchrony and transfers](05-asynchrony-and-transfers.ipynb) times
-# a GPU correctly and measures what moving data costs.
+# Next: [09 – Timing a GPU](09-timing-a-gpu.ipynb) shows how these lessons
+# time a device that works behind Python's back.

@@ -54,12 +54,13 @@ from torch import nn
 
 device = d2l_gpu.try_gpu()  # 第一块 GPU；没有 GPU 时为 CPU
 
+
 # %% [markdown]
 # ## 练习 1：大矩阵乘法和小矩阵乘法
 #
 # 有 GPU 时，单元格对一个很小的 n 和一个很大的 n，分别比较同一个 n × n 乘法
 # 在 CPU 上和在 GPU 上的耗时。没有 GPU 时，它只在 CPU 上回答问题的后半部分：
-# 64 × 64 乘法的运算量是 4 × 4 乘法的 4096 倍。这个单元格还没有在 GPU 上运行过。
+# 48 × 48 乘法的运算量是 4 × 4 乘法的 1728 倍。这个单元格还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output"]
 def product(n, where):
@@ -68,14 +69,15 @@ def product(n, where):
 
 
 if device.type == "cpu":
-    print(d2l_gpu.compare(product(4, device), product(64, device), labels=("4 x 4", "64 x 64")))
+    print(d2l_gpu.compare(product(4, device), product(48, device), labels=("4 x 4", "48 x 48")))
 else:
     for n in (4, 2048):
         labels = (f"{n} x {n} on the CPU", f"{n} x {n} on {device}")
         print(d2l_gpu.compare(product(n, "cpu"), product(n, device), labels=labels, device=device))
 
+
 # %% [markdown]
-# 耗时远没有增长 4096 倍。每次调用都有固定开销：Python、PyTorch 的分发器、
+# 耗时远没有增长 1728 倍。每次调用都有固定开销：Python、PyTorch 的分发器、
 # 挑选计算例程。很小的乘法掩盖不了这笔开销。GPU 还要再加上启动核函数的时间，
 # 所以在 4 × 4 时它比 CPU 慢。`compare` 只在每块调用结束时等待 GPU，
 # 所以慢在启动，而不在每次调用后的等待。到了 2048 × 2048，GPU 成千上万个
@@ -113,6 +115,7 @@ with tempfile.TemporaryDirectory() as folder:
     except pickle.UnpicklingError as e:  # 取出说明拒绝了什么的那一行
         line = next(x for x in str(e).splitlines() if "Unsupported global" in x)
         print(f"{type(e).__name__}: {line.strip().split(' was ')[0]}")
+
 
 # %% [markdown]
 # 做法是：保存 `model.state_dict()`；读取时写上 `weights_only=True` 和
@@ -225,7 +228,8 @@ else:
 # 原书提示说加速应当接近线性。像这里这样，两块 GPU 唯一共用的只是 Python
 # 启动两个核函数，这个提示就成立。真实的训练还要在 GPU 之间搬运数据，
 # [12 – 走出一台机器](12-beyond-one-machine.ipynb) 开始测量这部分耗时。
-#
+
+# %% [markdown]
 # ## 本课小结
 #
 # - 大矩阵乘法 GPU 快；很小的乘法 GPU 慢，因为它掩盖不了每次调用的固定开销。

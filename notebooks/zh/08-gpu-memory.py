@@ -1,23 +1,25 @@
 # %% [markdown]
 # # GPU 显存：缓存分配器、计数器与显存耗尽
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/04-gpu-memory.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/08-gpu-memory.ipynb)
 #
-# 在 NVIDIA H200 上运行的结果：暂缺，修正后的这一课还需要在 GPU 上运行一次。
+# 这些课在 GPU 上打印的结果：[notebooks/gpu](../gpu/README.md)。
+#
+# *书外延伸：这一课超出了原书这一节。*
 #
 # **你将学到**
 #
-# - 在占用任何显存之前，先算出一个张量需要多少字节；
-# - PyTorch 的缓存分配器怎样管理 CUDA GPU 的显存，怎样读它的计数器和驱动给出的数字；
-# - 以字节为单位看到：`.to(device, copy=True)` 占用新的显存，普通的 `.to(device)` 不占；
-# - 向 GPU 要比它拥有的还多的显存会怎样，用稳妥的方式试一试。
+# - 在占用显存之前，先算出一个张量要多少字节；
+# - PyTorch 的缓存分配器怎样管理 CUDA GPU 的显存，怎样读它的计数器和驱动报告的数字；
+# - 以字节为单位确认：`.to(device, copy=True)` 占用新的显存，普通的 `.to(device)` 不占；
+# - 申请超过显存容量的空间会发生什么，用安全的方式试一试。
 #
 # **你需要**
 #
-# - 先读过 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)。GPU 不是必需的：
-#   没有 GPU 时，每个单元格会说明它本来会显示什么，而且不调用任何 GPU 接口。
+# - 读过 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)。GPU 不是必需的：
+#   没有 GPU 时，每个单元格说明它在 GPU 上会显示什么，并且不调用任何 GPU 接口。
 #
-# 代码单元格的输出都是英文的，中文笔记本也一样。
+# 代码和输出与英文版相同，所以单元格打印的文字是英文。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -41,8 +43,8 @@ if d2l_gpu.num_gpus() == 0:
 # ## 张量还没创建，怎样知道它有多大？
 #
 # GPU 的显存比服务器的内存小得多，所以创建大张量之前值得先算一算。
-# 一个张量需要的字节数等于元素个数乘以其类型每个元素的字节数。
-# `meta` 张量只有形状和类型，没有数据，它能在任何机器上算出这个数，却一个字节也不分配：
+# 张量占用的字节数等于元素个数乘以每个元素的字节数。`meta` 张量只有形状和数据类型，
+# 没有数据。它在任何机器上都能算出这个数，而且一个字节也不分配：
 
 # %%
 MiB, GiB = 2**20, 2**30
@@ -56,39 +58,41 @@ for shape, dtype in [
     print(f"{str(shape):>18} {str(dtype):>15}: {planned.nbytes / MiB:9.1f} MiB")
 
 # %% [markdown]
-# 十亿个元素的 `float32` 张量要占 4 GiB；模型的权重、梯度、优化器状态和激活值，各自都会加上这样一笔。
+# 十亿个元素的 `float32` 张量占 4 GiB。模型的权重、梯度、优化器状态和激活值，
+# 每一项都要再加上这样一笔。
 #
 # ## GPU 显存里有什么
 #
-# 在 CUDA GPU 上，PyTorch 并不是每创建一个张量就向驱动申请一次显存，那样太慢。
-# 它的*缓存分配器*从驱动那里成段地取来大块显存，再从中切出小块分给张量。
-# 有三个数描述分配器手里的情况，第四个数来自驱动：
+# 在 CUDA GPU 上，PyTorch 不会每创建一个张量就向驱动申请一次显存，那样太慢。
+# 它的*缓存分配器*从驱动那里成段地取来大块显存，再切成小块分给张量。
+# 分配器的状况由三个数描述，第四个数来自驱动：
 #
-# - `torch.cuda.memory_allocated()`：存活的张量占用的字节数，按分配器的块向上取整（每块至少 512 字节）；
-# - `torch.cuda.memory_reserved()`：分配器持有的字节数，包括正在使用的和留着备用的；
-#   释放一个张量，它的显存回到这里，而不是还给驱动；
-# - `torch.cuda.max_memory_allocated()`：第一个数自进程开始以来（或自
-#   `torch.cuda.reset_peak_memory_stats()` 以来）的峰值；
-# - `torch.cuda.mem_get_info()`：驱动眼中这块卡的空闲显存和总显存，卡上所有进程都算在内。
-#   两者之差（已用的部分）正是 `nvidia-smi` 统计的数，它比分配器持有的还多：其中包括 CUDA 上下文
-#   （PyTorch 各个库的 GPU 代码及其簿记，常常有几百 MiB）和其他进程占用的显存。
+# - `torch.cuda.memory_allocated()`：存活张量占用的字节数，按分配器的块向上取整（每块至少 512 字节）；
+# - `torch.cuda.memory_reserved()`：分配器持有的字节数，包括在用的和留着备用的。
+#   释放张量后，它的显存回到这里，而不是还给驱动；
+# - `torch.cuda.max_memory_allocated()`：第一个数的峰值，从进程开始或从上一次
+#   `torch.cuda.reset_peak_memory_stats()` 算起；
+# - `torch.cuda.mem_get_info()`：驱动报告的空闲显存和总显存，卡上所有进程都算在内。
+#   两者之差就是 `nvidia-smi` 统计的已用显存。它比分配器持有的多，因为还包括 CUDA 上下文
+#   （PyTorch 各个库的 GPU 代码和簿记数据，常有几百 MiB）和其他进程。
 #
-# `torch.cuda.empty_cache()` 把分配器持有却没在用的显存还给驱动，让别的进程可以使用；
-# 它不会让本进程可用的显存变多，仍然存活的张量也照旧占着自己的那份。
-# 下一个单元格在 CUDA GPU 上跟踪一个 64 MiB 张量从生到灭的过程。Apple 的 MPS 有自己的两个计数器，
-# 在那里单元格读的是它们。CPU 没有这样的分配器可问：CPU 上的张量只是进程普通内存的一部分，
+# `torch.cuda.empty_cache()` 把分配器持有但没在用的显存还给驱动，让别的进程能用。
+# 它不会让本进程可用的显存变多，存活的张量也照旧占着自己那份。下一个单元格在
+# CUDA GPU 上跟踪一个 64 MiB 张量从创建到删除的过程。Apple 的 MPS 有自己的两个计数器，
+# 单元格在那里读它们。CPU 没有这样的分配器：CPU 上的张量就在进程的普通内存里，
 # 由操作系统统计，所以在 CPU 上这个单元格不调用任何 GPU 接口。
 #
-# 在 CUDA GPU 上，单元格先用 `torch.cuda.init()` 亲手启动 CUDA。PyTorch 启动 CUDA 是“惰性”的：
-# 等到第一次有东西需要它时（通常是第一个放上 GPU 的张量）才启动，分配器也到那时才存在。
-# 在此之前，读计数器的函数都返回 0，`reset_peak_memory_stats(device)` 却会报错停下：
-# `RuntimeError: Invalid device argument`，因为那个设备还没有分配器。
-# 主动启动 CUDA 让这个先后顺序一目了然，也让第一行在任何张量出现之前就显示出卡上的显存占用。
+# 在 CUDA GPU 上，单元格先用 `torch.cuda.init()` 显式初始化 CUDA。PyTorch 初始化 CUDA
+# 是惰性的：第一次有东西用到它时（通常是第一个放到 GPU 上的张量）才初始化，
+# 分配器也是这时才有。在此之前，读计数器的函数都返回 0，
+# `reset_peak_memory_stats(device)` 却会报错 `RuntimeError: Invalid device argument`，
+# 因为这个设备还没有分配器（这是在 H200 上运行时发现的）。先显式初始化，顺序就不会错，
+# 第一行也能在任何张量出现之前显示卡上的显存占用。
 
 # %% tags=["nbval-ignore-output"]
 device = d2l_gpu.try_gpu()
 if device.type == "cuda":
-    torch.cuda.init()  # start CUDA: its allocator, and so its counters, exist from here
+    torch.cuda.init()  # 先于任何重置：从这里起，分配器和它的计数器才存在
     torch.cuda.reset_peak_memory_stats(device)
 
     def show(step):
@@ -110,9 +114,9 @@ elif device.type == "mps":
 
 if device.type in ("cuda", "mps"):
     show("start")
-    big = torch.empty(16 * MiB, device=device)  # 16 Mi float32 values: 64 MiB
+    big = torch.empty(16 * MiB, device=device)  # 16 Mi 个 float32 数值：64 MiB
     show("64 MiB tensor created")
-    doubled = big * 2  # a second 64 MiB tensor: the peak rises
+    doubled = big * 2  # 第二个 64 MiB 张量：峰值上升
     del doubled
     show("a temporary came and went")
     del big
@@ -125,19 +129,22 @@ else:
     print("No GPU allocator to read here, and no GPU API is called.")
 
 # %% [markdown]
-# 在 CUDA GPU 上，这几行会显示：`allocated` 增加 64 MiB，删除张量后又降回去；
-# `reserved` 一直保持，直到调用 `empty_cache()`；`peak` 记住了两个张量同时存在的那一刻；
-# 而驱动给出的数字始终比它们都高。一开始还没有任何张量，卡上就已经有显存被占用了：那是 CUDA 上下文。
-# 驱动给出的数字也回不到起点，调用 `empty_cache()` 之后也回不去。它是在乘法运行时涨上去的，
-# 那是本进程在 GPU 上运行的第一个核函数：CUDA 在一个核函数第一次运行时才把它的代码装到卡上
-# （“惰性加载”，较新的 CUDA 版本默认如此，PyTorch 也会要求较旧的版本这样做），
-# 还可能为运行它预留工作空间。这部分显存属于上下文，不归 PyTorch 的分配器管，
-# 所以 `empty_cache()` 还不回去；每多一种核函数它就可能再涨一些，直到进程结束才释放。
+# 在 CUDA GPU 上，这几行会显示：`allocated` 增加 64 MiB，删除张量后降回原处；
+# `reserved` 一直不降，直到调用 `empty_cache()`；`peak` 记下两个张量同时存在的那一刻；
+# 驱动报告的数字始终比它们都高得多。一开始还没有任何张量，卡上就已有显存被占用，
+# 那是 CUDA 上下文。而且驱动报告的数字回不到起点，调用 `empty_cache()` 之后也回不去。
+# 它是在乘法运行时涨上去的，那是本进程在 GPU 上运行的第一个核函数。
+#
+# 涨的原因只是推断，这个单元格并没有验证它：很可能是 CUDA 在核函数第一次运行时
+# 才把它的代码装到卡上（“惰性加载”，较新的 CUDA 版本默认如此），还可能为它预留了
+# 工作空间。这样的显存属于上下文，不归 PyTorch 的分配器管，所以 `empty_cache()`
+# 还不回去。要检验这个推断，可以在启动 Python 之前设置 `CUDA_MODULE_LOADING=EAGER`
+# 再运行本课：如果推断成立，一开始的上下文会更大，第一个核函数运行时涨得更少。
 #
 # ## 复制要占显存，精确到字节
 #
-# [03](03-tensors-and-gpus.ipynb) 用 `data_ptr()` 说明了：对已经在目标设备上的张量，
-# `.to()` 返回它本身，而 `copy=True` 会新建一个张量。分配器的计数器以字节数显示同一件事：
+# [03](03-tensors-and-gpus.ipynb) 说明过：对已经在目标设备上的张量，`.to()`
+# 返回它本身，而 `copy=True` 会新建一个张量。分配器的计数器用字节数说明同一件事：
 # 不复制的写法一个字节也不增加，复制则增加整个张量的大小（这里是 4 MiB）。
 
 # %% tags=["nbval-ignore-output"]
@@ -152,17 +159,18 @@ if device.type == "cuda":
     print(f".to(device, copy=True): +{after_copy - after_same} bytes")
     del big, same, fresh
 else:
-    print(f"No CUDA allocator counter on {device}; data_ptr() in 03 showed the same.")
+    print(f"No CUDA allocator counter on {device}; 03 showed the same without one.")
 
 # %% [markdown]
-# ## 要得太多
+# ## 显存不够时
 #
-# 向 CUDA GPU 要超过它容量的显存，会立刻抛出 `torch.OutOfMemoryError`，而进程照常继续：
-# 这个错误可以像别的错误一样捕获。Apple 的 MPS 抛出的则是普通的 `RuntimeError`：
-# 请求超过 Metal 允许的最大缓冲区时（本例正是如此），信息以“Invalid buffer size”开头；
-# 请求本身不算太大、只是和已分配的显存加起来放不下时，信息是“MPS backend out of memory”。
-# 下一个单元格先用 `meta` 张量算好大小，再要这块卡两倍的显存。
+# 向 CUDA GPU 申请超过其容量的空间，会立刻抛出 `torch.OutOfMemoryError`，进程照常继续：
+# 这个错误可以像别的错误一样捕获。Apple 的 MPS 抛出的是普通的 `RuntimeError`。
+# 申请超过 Metal 允许的最大缓冲区时（本例就是这样），信息以 `Invalid buffer size` 开头；
+# 申请本身不算太大、只是和已分配的显存加起来放不下时，信息是 `MPS backend out of memory`。
+# 下一个单元格先用 `meta` 张量算好大小，再申请这块卡两倍的显存，并打印完整的报错信息。
 # 在 CPU 上我们不做这个尝试，因为操作系统可能不报错，而是直接结束整个 Jupyter 内核。
+# 这个单元格的当前写法还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output"]
 if device.type == "cuda":
@@ -174,32 +182,32 @@ else:
 if total is None:
     print(f"Not tried on {device}: the operating system could kill the kernel instead.")
 else:
-    too_big = torch.empty(2 * total // 4, device="meta")  # float32: 4 bytes per element
+    too_big = torch.empty(2 * total // 4, device="meta")  # float32：每个元素 4 字节
     print(f"{device} has {total / GiB:.1f} GiB; asking for {too_big.nbytes / GiB:.1f} GiB")
     try:
         torch.empty(too_big.shape, device=device)
-    except torch.OutOfMemoryError as error:  # CUDA (and ROCm)
-        print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
-    except RuntimeError as error:  # MPS reports running out as a plain RuntimeError
-        print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
+    except RuntimeError as error:  # CUDA 抛出它的子类 torch.OutOfMemoryError；MPS 抛出 RuntimeError
+        print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
-# 在 CUDA GPU 上，报错信息会说明要了多少、这块卡总共有多少、还空闲多少，以及 PyTorch 持有多少。
-# 真正的程序显存不够时，常见的办法是减小批量、少留一些存活的张量
-# （一个还连着各自计算图的损失列表就是典型的元凶），或者换用更小的数值类型。
-# 调用 `empty_cache()` 帮不了本身就缺显存的进程：缓存里的显存本来就归它自己重复使用。
+# 在 CUDA GPU 上，报错信息说明申请了多少、这块卡共有多少、还空闲多少、PyTorch 持有多少，
+# 然后给出建议：如果有大量显存已被持有却没有分配出去，设置
+# `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` 可以减少碎片。
+# 真正的程序显存不够时，常见的办法有三个：减小批量大小；少留存活的张量
+# （一个仍连着各自计算图的损失列表是典型的元凶）；换用更小的数据类型。
+# 调用 `empty_cache()` 帮不了本身缺显存的进程：缓存里的显存本来就留给它自己重复使用。
 
 # %% [markdown]
 # ## 本课小结
 #
-# - 一个张量需要的字节数是元素个数乘以每个元素的字节数；`meta` 张量不分配任何存储就能算出来。
-# - 在 CUDA GPU 上，PyTorch 的缓存分配器把释放的显存留着重复使用：
+# - 张量需要的字节数是元素个数乘以每个元素的字节数；`meta` 张量不分配存储就能算出来。
+# - 在 CUDA GPU 上，PyTorch 的缓存分配器把释放的显存留下来重复使用：
 #   `memory_allocated` 统计存活的张量，`memory_reserved` 统计它持有的显存，
-#   `max_memory_allocated` 记录峰值，而驱动给出的数字（`mem_get_info`、`nvidia-smi`）
+#   `max_memory_allocated` 记录峰值；驱动报告的数字（`mem_get_info`、`nvidia-smi`）
 #   还包括 CUDA 上下文和其他进程。
 # - 对同一设备调用 `.to(device)` 不增加任何字节；`copy=True` 增加整个张量的大小。
-# - 要的比 GPU 拥有的还多，会立刻失败，抛出程序可以捕获的错误（CUDA 上是
+# - 申请超过 GPU 容量的显存会立刻失败，抛出程序可以捕获的错误（CUDA 上是
 #   `torch.OutOfMemoryError`，MPS 上是 `RuntimeError`）。
 #
-# 下一篇：[05 – 异步与传输](05-asynchrony-and-transfers.ipynb)，正确地给 GPU 计时，
-# 并测量搬运数据的代价。
+# 下一篇：[09 – 给 GPU 计时](09-timing-a-gpu.ipynb)，说明这些课怎样给一个在
+# Python 背后异步工作的设备计时。
