@@ -8,10 +8,10 @@
 # **What you will learn**
 #
 # - how to put a model on a device, and how `Module.to` differs from `Tensor.to`;
-# - where a model's parameters, outputs and gradients live, and what happens
-#   when its input is somewhere else;
-# - two habits that keep a model on one device: tensors made inside `forward`
-#   follow the input, and the optimizer is built after the model has moved.
+# - where its parameters, outputs and gradients live, and what happens when its
+#   input is elsewhere;
+# - two habits: tensors made inside `forward` follow the input, and the
+#   optimizer is built after the model has moved.
 #
 # **What you need**
 #
@@ -39,17 +39,15 @@ if d2l_gpu.num_gpus() == 0:
 # %% [markdown]
 # ## A model is made of tensors
 #
-# A network's weights and biases are tensors, so each of them lives on a device
-# like any other tensor. `net.to(device)` moves every parameter and buffer of
-# the model there. It differs from `Tensor.to` in one way that matters:
-# `Tensor.to` returns a new tensor and leaves the original where it was, while
-# `Module.to` changes the model in place and returns the same object. So
+# A network's weights and biases are tensors, so each lives on a device like
+# any other tensor. `net.to(device)` moves every parameter and buffer of the
+# model there. Unlike `Tensor.to`, which returns a new tensor, `Module.to`
+# changes the model in place and returns the same object, so
 # `net = net.to(device)` and a plain `net.to(device)` do the same thing.
 #
-# This lesson uses the first GPU, or the CPU when there is none (`try_gpu` from
-# [02](02-computing-devices.ipynb)). The cell also uses the device once, so
-# that a one-time message from the GPU's runtime, if there is one, appears here
-# and not in a later cell.
+# This lesson uses the first GPU, or the CPU when there is none. The cell uses
+# the device once, so that a one-time message from the GPU's runtime appears
+# here rather than in a later cell.
 
 # %% tags=["nbval-ignore-output"]
 device = d2l_gpu.try_gpu()
@@ -57,9 +55,8 @@ torch.ones(1, device=device)
 print("this lesson uses", device)
 
 # %% [markdown]
-# Here is the book's network, a single linear layer. It is built on the CPU
-# with a fixed seed, so its weights are the same on every machine, and then
-# moved:
+# The book's network, one linear layer, is built on the CPU with a fixed seed
+# (the same weights on every machine) and then moved:
 
 # %%
 from torch import nn
@@ -75,9 +72,8 @@ for name, parameter in net.named_parameters():
 #
 # Given an input on the same device, the model computes there, and its output
 # stays there. On a GPU the tensor below is printed with `device='cuda:0'`
-# just before `grad_fn=...`; the numbers are the same as on a CPU. (`grad_fn`
-# names the operation that produced the tensor; automatic differentiation
-# follows it backwards.)
+# before `grad_fn=...` (the operation that produced it, which automatic
+# differentiation follows back); the numbers are the same as on a CPU.
 
 # %%
 X = torch.ones(2, 3, device=device)
@@ -86,9 +82,7 @@ net(X)
 # %% [markdown]
 # As long as data and parameters share a device, training stays on it too: the
 # loss, the gradients and the updated weights are all made there, and nothing
-# crosses the bus between main memory and the GPU. One step of gradient
-# descent, written out by hand (`torch.optim.SGD` makes the same update), shows
-# it:
+# crosses the bus. One step of gradient descent by hand shows it:
 
 # %%
 target = torch.zeros(2, 1, device=device)
@@ -109,9 +103,9 @@ print("loss after one step is smaller:", new_loss.item() < loss.item())
 # product inside `nn.Linear` (`addmm`) then gets one operand in main memory and
 # the other on the GPU, and PyTorch refuses rather than copying behind your
 # back, as [03](03-tensors-and-gpus.ipynb) showed for tensors. On a GPU machine
-# the next cell feeds the model a CPU tensor. A CPU-only machine has no second
-# device, so a `meta` tensor stands in for one, as in 03: the error is real,
-# only worded differently. For the CPU tensor, an H200 printed
+# the next cell feeds the model a CPU tensor; without a GPU, a `meta` tensor
+# stands in for the second device, as in 03, and the error is worded
+# differently. For the CPU tensor, an H200 printed
 #
 # > RuntimeError: Expected all tensors to be on the same device, but got mat1
 # > is on cpu, different from other tensors on cuda:0 (when checking argument
@@ -131,9 +125,9 @@ except RuntimeError as error:
 # ## Tensors made inside `forward`
 #
 # A layer often makes tensors of its own while it runs: a starting state, a
-# mask, a range of positions. Written as `torch.zeros(shape)`, such a tensor
-# lands on the CPU even when the model and its input are on a GPU, and the next
-# operation fails. Made from the input, it follows the input wherever it is:
+# mask, positions. Written as `torch.zeros(shape)`, such a tensor lands on the
+# CPU even when the model and its input are on a GPU, and the next operation
+# fails. Made from the input, it follows the input:
 # `x.new_zeros(shape)` takes `x`'s device and dtype with a new shape, and
 # `torch.zeros_like(x)` takes its shape as well. The tiny recurrent cell below
 # makes its starting state that way, so it runs unchanged on any device.
@@ -160,13 +154,13 @@ print("final state on", state.device, "| zeros_like(state) on", torch.zeros_like
 # ## Move the model, then build its optimizer
 #
 # The `torch.optim` documentation asks for the model to be moved before its
-# optimizer is built. Because `Module.to` keeps each parameter object and only
-# swaps the data inside it, plain SGD, which keeps no state, survives the other
-# order. An optimizer with state does not. Adagrad, for one, makes a running
-# sum for each parameter when it is built, beside the parameter as it is then,
-# and moving the model later leaves the sums behind. On a GPU the cell's first
-# line shows the weight on `cuda:0` and the early optimizer's state on `cpu`,
-# and that optimizer's step fails; an H200 printed torch's message:
+# optimizer is built. `Module.to` keeps each parameter object and only swaps
+# the data inside it, so plain SGD, which keeps no state, survives the other
+# order. An optimizer with state does not: Adagrad makes a running sum for each
+# parameter when it is built, beside the parameter as it is then, and a later
+# move leaves the sums behind. On a GPU the cell shows the weight on `cuda:0`
+# and the early optimizer's state on `cpu`, and that optimizer's step fails;
+# an H200 printed torch's message:
 #
 # > RuntimeError: Expected all tensors to be on the same device, but found at
 # > least two devices, cuda:0 and cpu!
@@ -195,16 +189,14 @@ for name, optimizer in [("early", early), ("late", late)]:
 #
 # - `net.to(device)` moves a model's parameters in place. The model then
 #   computes on that device, and its output, loss and gradients stay there.
-# - An input on another device stops the model with an error that names both
-#   devices, so data and model go to the same device.
+# - An input on another device stops the model with an error naming both.
 # - Tensors made inside `forward` with `new_zeros` or `zeros_like` follow the
 #   input, so a module runs on any device.
 # - Move the model first, then build its optimizer, so that the optimizer's
 #   state is made beside the parameters.
 #
 # Saving parameters on one device and loading them on another is one of the
-# [exercises](07-exercises.ipynb). Building a model without memory, and seeing
-# where a training step's time goes, come later, beyond the book, in
-# [10](10-profiler-and-meta.ipynb).
+# [exercises](07-exercises.ipynb); models without memory and the profiler come
+# beyond the book, in [10](10-profiler-and-meta.ipynb).
 #
 # Next: [06 – Summary](06-summary.ipynb), the rules of this section in one place.
