@@ -51,6 +51,7 @@ if d2l_gpu.num_gpus() == 0:
 import time
 
 device = d2l_gpu.try_gpu()
+torch.set_num_threads(1)  # one CPU thread: steadier timings on a busy machine
 n = 256 if device.type == "cpu" else 4096
 a = torch.randn(n, n, device=device)
 c = torch.empty_like(a)
@@ -130,8 +131,7 @@ print(d2l_gpu.compare(
 # the GPU runs step k, and a step costs about max(H, G). The wait removes only
 # this run-ahead across steps: a step then costs between max(H, G) and H + G
 # (plus a round trip), and reaches H + G when the step's GPU work must wait for
-# all of its host work, as when the host prepares each batch before the model
-# runs on it.
+# all of its host work, as when the host first prepares each batch.
 #
 # The cell builds such a step: the host draws a batch on the CPU into pinned
 # memory (explained below), then the GPU runs `depth` matrix products on it. On a
@@ -198,8 +198,8 @@ else:
 #
 # With `torch.cuda.set_sync_debug_mode("warn")`, PyTorch warns at every
 # operation that makes the host wait for a CUDA GPU. The cell prints which of
-# some similar lines waited. Without CUDA the function raises an error, so there
-# the cell prints what PyTorch's source says. No GPU has run this cell yet.
+# some similar lines waited. Without CUDA it raises an error, so there the cell
+# prints what PyTorch's source says. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output"]
 import warnings
@@ -294,8 +294,8 @@ else:
 # ## What this lesson showed
 #
 # - A GPU works through a queue while Python runs ahead.
-# - On a GPU a transfer costs more than simple arithmetic; many small copies
-#   cost more than one large one; `print`, `.item()` and `.cpu()` wait.
+# - On a GPU a transfer costs more than simple arithmetic, and many small
+#   copies more than one large one; `print`, `.item()` and `.cpu()` wait.
 # - A wait at every step removes only the run-ahead across steps: a step then
 #   costs between max(H, G) and H + G. Keep the log on the device;
 #   `set_sync_debug_mode` finds hidden waits.

@@ -50,6 +50,7 @@ if d2l_gpu.num_gpus() == 0:
 import time
 
 device = d2l_gpu.try_gpu()
+torch.set_num_threads(1)  # 只用一个 CPU 线程：机器繁忙时计时也稳定
 n = 256 if device.type == "cpu" else 4096
 a = torch.randn(n, n, device=device)
 c = torch.empty_like(a)
