@@ -115,8 +115,8 @@ print(f"five readings (ms): {readings}; mean {timer.avg() * 1e3:.2f} ms")
 # %% tags=["nbval-ignore-output"]
 product = d2l_gpu.benchmark(lambda: torch.matmul(a, a, out=c), device=device, label="x @ x")
 print(product)
-print(f"middle half of the blocks: {product.q1 * 1e6:.1f} to {product.q3 * 1e6:.1f} us per call")
-print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e6:.1f} us per call")
+print(f"middle half of the blocks: {product.q1 * 1e3:.3f} to {product.q3 * 1e3:.3f} ms per call")
+print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e3:.3f} ms per call")
 
 # %% [markdown]
 # The slowest block shows why the lessons report a median: a mean would move
@@ -144,7 +144,7 @@ print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e6:.1f} 
 # Around large products, as in the first line, events and a waiting host clock
 # nearly agree, because the GPU never runs dry. No GPU has run this cell yet.
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "key-result"]
 if device.type == "cuda":
     stream = torch.cuda.current_stream(device)  # the queue the kernels go to
     small = torch.ones(256, device=device)

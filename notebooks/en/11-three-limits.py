@@ -205,7 +205,7 @@ for what, tensor, fn in (
 ):
     m = d2l_gpu.benchmark(fn, device=device, label=what)
     moved = 2 * tensor.nbytes  # read once, written once
-    against_limit(f"{what} ({m.median * 1e6:.1f} us)", moved / m.median / 1e9, "GB/s", "memory")
+    against_limit(f"{what} ({m.median * 1e6:,.1f} us)", moved / m.median / 1e9, "GB/s", "memory")
 
 # %% [markdown]
 # The host link is the third rate. On a CUDA GPU the cell copies 64 MiB from
@@ -275,7 +275,7 @@ if device.type == "cuda":
 # kernels, but its first compile takes tens of seconds, too long for this
 # lesson.)
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "key-result"]
 if device.type == "cuda":
     small = torch.ones(1024, device=device)
 

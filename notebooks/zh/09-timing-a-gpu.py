@@ -112,8 +112,8 @@ print(f"five readings (ms): {readings}; mean {timer.avg() * 1e3:.2f} ms")
 # %% tags=["nbval-ignore-output"]
 product = d2l_gpu.benchmark(lambda: torch.matmul(a, a, out=c), device=device, label="x @ x")
 print(product)
-print(f"middle half of the blocks: {product.q1 * 1e6:.1f} to {product.q3 * 1e6:.1f} us per call")
-print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e6:.1f} us per call")
+print(f"middle half of the blocks: {product.q1 * 1e3:.3f} to {product.q3 * 1e3:.3f} ms per call")
+print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e3:.3f} ms per call")
 
 # %% [markdown]
 # 最慢的那一块说明了各课为什么报告中位数：平均值会被它拉高，中位数不会。
@@ -136,7 +136,7 @@ print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e6:.1f} 
 # 像第一行那样围绕大的矩阵乘法计时，事件和等待设备的主机时钟几乎一致，
 # 因为 GPU 一直有活干。这个单元格还没有在 GPU 上运行过。
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "key-result"]
 if device.type == "cuda":
     stream = torch.cuda.current_stream(device)  # 核函数进入的队列
     small = torch.ones(256, device=device)

@@ -189,7 +189,7 @@ for what, tensor, fn in (
 ):
     m = d2l_gpu.benchmark(fn, device=device, label=what)
     moved = 2 * tensor.nbytes  # 每个字节读一次、写一次
-    against_limit(f"{what} ({m.median * 1e6:.1f} us)", moved / m.median / 1e9, "GB/s", "memory")
+    against_limit(f"{what} ({m.median * 1e6:,.1f} us)", moved / m.median / 1e9, "GB/s", "memory")
 
 # %% [markdown]
 # 主机链路是第三种速率。在 CUDA GPU 上，下面的单元格从主机复制 64 MiB，
@@ -250,7 +250,7 @@ if device.type == "cuda":
 # 在 CPU 上，它只说明 GPU 上会看到什么：重放快得多，因为占大头的是启动，而不是核函数本身。
 # （`torch.compile` 通过融合核函数达到同样的目的，但它第一次编译就要几十秒，对本课来说太长。）
 
-# %% tags=["nbval-ignore-output"]
+# %% tags=["nbval-ignore-output", "key-result"]
 if device.type == "cuda":
     small = torch.ones(1024, device=device)
 
