@@ -46,10 +46,10 @@ if d2l_gpu.num_gpus() == 0:
 # ## A training step to look at
 #
 # A clock, as in [09](09-timing-a-gpu.ipynb), says how long a step takes; a
-# profiler says what the step spent that time on. The step below is the one the rest of the book runs: copy a
-# minibatch from main memory to the device, run the forward and backward
-# passes, update the weights, and read the loss with `.item()`. The model is
-# small, so that the CPU run stays short.
+# profiler says what the step spent that time on. The step below is the one
+# the rest of the book runs: copy a minibatch from main memory to the device,
+# run the forward and backward passes, update the weights, and read the loss
+# with `.item()`. The model is small, so that the CPU run stays short.
 
 # %% tags=["nbval-ignore-output"]
 from torch import nn
@@ -164,7 +164,8 @@ print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in e
 # the product plus the bias) and `aten::mm` (the products of the backward
 # pass). `aten::item` reads the loss; on a CPU it has nothing to wait for, so
 # its self time is tiny. `ProfilerStep*` is the marker the schedule puts around
-# each kept step. Its self time is the step's Python outside any operation.
+# each kept step. Its self time is mostly the step's Python outside any
+# operation.
 #
 # On a CUDA GPU the picture changes, and the named rows show how. The `aten::`
 # rows on the CPU now only *launch* work, so their CPU times measure launching,
@@ -174,9 +175,9 @@ print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in e
 # Pinned)` is the loss coming back for `.item()`. On the CPU side, CUDA runtime
 # calls join the list: `cudaLaunchKernel`, once for each kernel, and
 # `cudaStreamSynchronize`, where `.item()` waits. Its self CPU time is mostly
-# the CPU standing idle until the GPU has finished the step's queue. Any row
-# the run did not record is listed on the last line rather than left out
-# silently. An H200 printed these rows for an earlier version of this cell, but
+# the CPU standing idle until the GPU has finished the step's queue. A named
+# row that the run did not record is listed on the last line rather than left
+# out silently. An H200 printed these rows for an earlier version of this cell, but
 # the cell has changed since. No GPU has run this cell yet.
 #
 # For a timeline instead of a table, `trace.export_chrome_trace(path)` writes
