@@ -7,19 +7,9 @@ from .timing import Benchmark, Timer, benchmark, host_and_device_seconds
 
 __version__ = "0.1.0"
 
+# fmt: off
 __all__ = [
-    "Benchmark",
-    "Timer",
-    "accelerator_type",
-    "benchmark",
-    "compare",
-    "cpu",
-    "device_info",
-    "device_report",
-    "gpu",
-    "host_and_device_seconds",
-    "num_gpus",
-    "synchronize",
-    "try_all_gpus",
-    "try_gpu",
-]
+    "cpu", "gpu", "num_gpus", "try_gpu", "try_all_gpus", "accelerator_type", "synchronize",
+    "Timer", "Benchmark", "benchmark", "compare", "host_and_device_seconds",
+    "device_info", "device_report",
+]  # fmt: on

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 
 from . import __version__
-from .devices import try_all_gpus
+from .devices import accelerator_type, num_gpus
 from .report import device_info, device_report, listed_gpus
 
 _NOTEBOOK_PACKAGES = {
@@ -29,8 +29,7 @@ _NO_GPU = (
     "no GPU found: every notebook still runs on the CPU; for GPU timings use "
     "Colab (Runtime > Change runtime type > GPU) or a machine with CUDA or MPS"
 )
-# Set to "" or -1, these hide the GPUs from torch on purpose.
-_HIDING = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+_HIDING = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")  # "" or -1: GPUs hidden on purpose
 
 
 def check_lines(packages: dict[str, str] | None = None) -> list[tuple[bool, str]]:
@@ -42,9 +41,8 @@ def check_lines(packages: dict[str, str] | None = None) -> list[tuple[bool, str]
         except metadata.PackageNotFoundError:
             fix = "pip install 'd2l-gpu[notebooks]'"
             lines.append((False, f"{name} is missing (needed for {why}): {fix}"))
-    gpus = [d for d in try_all_gpus() if d.type != "cpu"]
     hidden = any(os.environ.get(v, "unset").strip() in ("", "-1") for v in _HIDING)
-    listed = [] if gpus or hidden else listed_gpus()
+    listed = [] if num_gpus() or hidden else listed_gpus()
     if listed:  # the machine has a GPU, and nobody hid it from torch on purpose
         lines.append((False, (
             f"nvidia-smi lists {'; '.join(listed)}, but torch {torch.__version__} (built for "
@@ -58,8 +56,8 @@ def _check(args: argparse.Namespace) -> int:
     lines = check_lines({} if args.core else None)
     for ok, text in lines:
         print(f"[{'OK' if ok else 'FAIL'}] {text}")
-    gpus = [d for d in try_all_gpus() if d.type != "cpu"]
-    print(f"[INFO] {f'{len(gpus)} {gpus[0].type} device(s) found' if gpus else _NO_GPU}")
+    n = num_gpus()
+    print(f"[INFO] {f'{n} {accelerator_type()} device(s) found' if n else _NO_GPU}")
     return 0 if all(ok for ok, _ in lines) else 1
 
 
@@ -72,18 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m d2l_gpu", description=__doc__)
     parser.add_argument("--version", action="version", version=f"d2l_gpu {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    info = sub.add_parser(
-        "info",
-        help="print the devices, their memory and software versions",
-        description="Print every device torch sees, its memory, and the software versions.",
-    )
+    info = sub.add_parser("info", help="print every device, its memory, and software versions")
     info.add_argument("--json", action="store_true", help="print JSON instead of a table")
     info.set_defaults(handler=_info)
-    check = sub.add_parser(
-        "check",
-        help="check this environment; prints [OK] / [FAIL] lines",
-        description="Check this environment can run the tutorial: one [OK] / [FAIL] line each.",
-    )
+    check = sub.add_parser("check", help="check this environment: one [OK] / [FAIL] line each")
     check.add_argument("--core", action="store_true", help="check torch, not the notebook extras")
     check.set_defaults(handler=_check)
     return parser
@@ -98,9 +88,8 @@ if __name__ == "__main__":
     try:
         status = main()
         sys.stdout.flush()  # inside the try: a closed pipe often shows only here
-    except BrokenPipeError:
-        # The reader stopped reading (`| head`): normal for a CLI. Python would
-        # report the unflushed rest again at exit, so stdout goes to devnull.
+    except BrokenPipeError:  # the reader stopped reading (`| head`): normal for a CLI
+        # Python would report the unflushed rest again at exit: stdout goes to devnull.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         status = 1
     sys.exit(status)

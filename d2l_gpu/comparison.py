@@ -1,11 +1,9 @@
 """Which of two pieces of code takes longer, decided by one rule wherever it is asked.
 
-A verdict from one noisy run can flip on the next. ``compare`` times both sides
-in alternating rounds (first, second, second, first, ...), so a slow phase of the
-machine falls on both, and judges the ratio of the two blocks of each round. Two
-sides agree when the median ratio lies within a band, a factor (1.25: from 1/1.25
-to 1.25); one is clearly slower only when the middle half of the ratios lies
-beyond it.
+``compare`` times both sides in alternating rounds (first, second, second, first, ...),
+so a slow phase of the machine falls on both. They agree when the median ratio of a
+round's two blocks lies within a band, a factor (1.25: from 1/1.25 to 1.25); one is
+clearly slower only when the middle half of the ratios lies beyond it.
 """
 
 from __future__ import annotations
@@ -51,12 +49,9 @@ class Comparison:
         if self.outcome == "agree":
             return f"{a} and {b} took about as long (within {self.band:g}x), in {n} rounds."
         # The side that took longer is the subject, so the ratio reads >= 1.
-        if self.ratio >= 1:
-            longer, shorter, r = b, a, self.ratio
-            k = sum(x > self.band for x in self.ratios)
-        else:
-            longer, shorter, r = a, b, 1 / self.ratio
-            k = sum(x < 1 / self.band for x in self.ratios)
+        up = self.ratio >= 1
+        longer, shorter, r = (b, a, self.ratio) if up else (a, b, 1 / self.ratio)
+        k = sum((x if up else 1 / x) > self.band for x in self.ratios)  # rounds beyond the band
         rounds = f"in all {n} rounds" if k == n else f"in {k} of {n} rounds"
         if self.outcome == "unclear":
             unclear = f"no clear difference between {a} and {b}"
@@ -95,18 +90,14 @@ def compare(
 ) -> Comparison:
     """Time two functions called with no arguments against each other, and judge the gap.
 
-    After ``warmup`` calls of each, each side gets a block size of its own (both
-    sides' blocks together fill about ``min_run_time``), then ``rounds`` rounds each
-    time one block per side, in the order first-second, second-first, ... The clock
-    waits for ``device`` (by default every GPU in use). ``band`` is the factor within
-    which the two agree.
+    After ``warmup`` calls of each, each side gets a block size of its own (all blocks
+    together fill about ``min_run_time``), then ``rounds`` rounds each time one block
+    per side, first-second, second-first, ..., on a clock that waits for ``device``.
     """
     check_timing(first, min_run_time, warmup, "first")
     check_timing(second, min_run_time, warmup, "second")
-    if not (
-        isinstance(labels, tuple) and len(labels) == 2 and all(isinstance(x, str) for x in labels)
-    ):
-        raise TypeError(f"labels must be a tuple of two strings, got {labels!r}")
+    if isinstance(labels, str) or len(labels) != 2:
+        raise TypeError(f"labels must be two names, as in ('x * 2', 'x + x'), got {labels!r}")
     if not rounds >= MIN_BLOCKS:
         raise ValueError(f"rounds must be a count >= {MIN_BLOCKS}, got {rounds!r}")
     if not band > 1:

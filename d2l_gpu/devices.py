@@ -1,10 +1,8 @@
 """Name the devices a tensor can live on, pick ones that exist, and wait for them.
 
-The names follow the d2l book package so book code runs unchanged, but "GPU"
-means whatever accelerator ``torch.accelerator`` finds: CUDA (and ROCm, which
-reports itself as CUDA), Apple MPS (always one device), Intel XPU, ...
-To rehearse the CPU path on a GPU machine, hide the GPUs from torch itself:
-``CUDA_VISIBLE_DEVICES=`` (``HIP_VISIBLE_DEVICES=`` on ROCm).
+The names follow the d2l book so its code runs unchanged, but "GPU" means whatever
+accelerator ``torch.accelerator`` finds: CUDA (ROCm reports itself as CUDA), Apple
+MPS (one device), Intel XPU, ... ``CUDA_VISIBLE_DEVICES=`` hides the GPUs from torch.
 """
 
 from __future__ import annotations
@@ -14,17 +12,16 @@ import re
 
 import torch
 
-if tuple(map(int, re.findall(r"\d+", torch.__version__)[:2])) < (2, 6):
-    # torch.accelerator, which every helper asks, came in 2.6. Named as this
-    # package's failure, `python -m d2l_gpu` says it in one line.
+if tuple(map(int, re.findall(r"\d+", torch.__version__)[:2])) < (2, 6):  # torch.accelerator
+    # Named as this package's failure, `python -m d2l_gpu` says it in one line.
     raise ImportError(
         f"d2l_gpu needs torch >= 2.6, found torch {torch.__version__}", name=__package__
     )
 
 _CPU = torch.device("cpu")
-# Whether this process has a context on a CUDA (or ROCm) card, asked without
-# creating one; torch has no public per-card query, and CPU builds lack this one.
-# A context costs memory on its card, and fails on a card held in exclusive mode.
+# Whether this process has a context on a CUDA card, asked without creating one (which
+# costs memory there, or fails on a card held in exclusive mode); torch has no public
+# per-card query, and CPU builds lack this one.
 _cuda_has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
 
 
@@ -85,8 +82,7 @@ def gpus_named(device: torch.device | str | None = None) -> list[torch.device]:
     gpus = _gpus()
     if device is None:
         return gpus
-    device = torch.device(device)
-    if device.type == "cpu":
+    if (device := torch.device(device)).type == "cpu":
         return []
     named = [d for d in gpus if d.type == device.type and device.index in (None, d.index)]
     if not named:
@@ -102,11 +98,8 @@ def in_use(device: torch.device) -> bool:
 
 
 def synchronize(device: torch.device | str | None = None) -> None:
-    """Wait until work queued on ``device`` is done; a no-op on the CPU.
-
-    A kernel launch returns at once, so a clock read without this measures only
-    the launch. ``None`` waits for every GPU this process used.
-    """
+    """Wait until work queued on ``device`` is done (``None``: every GPU this process
+    used); a no-op on the CPU. A clock read without it times only the kernel launch."""
     for gpu_ in gpus_named(device):
         if in_use(gpu_):
             torch.accelerator.synchronize(gpu_)

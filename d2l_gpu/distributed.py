@@ -1,8 +1,6 @@
-"""What a multi-GPU chapter reuses to run one process per device under ``torchrun``.
-
-torchrun tells each process who it is (``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR``, ...);
-``process_group`` reads that, gives this rank a device, joins the job with a
-backend that suits every rank, and always leaves it again.
+"""What a multi-GPU chapter reuses to run one process per device under ``torchrun``:
+``process_group`` reads what torchrun tells each process (``LOCAL_RANK``, ...), gives
+this rank a device, joins the job with a backend that suits every rank, and leaves it.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
+import torch.distributed as dist
 
 from .devices import cpu, try_all_gpus
 
@@ -29,11 +28,8 @@ def local_rank(environ: Mapping[str, str] | None = None) -> int | None:
 
 
 def rank_device(local: int) -> torch.device:
-    """The GPU this rank computes on: the visible CUDA devices taken in turn, else the CPU.
-
-    (A launcher may leave each rank only its own GPU, as ``cuda:0``; with more ranks
-    than GPUs some share one. gloo and nccl cannot read MPS: those ranks use the CPU.)
-    """
+    """The GPU this rank computes on: the visible CUDA devices taken in turn (some shared
+    when ranks outnumber them), else the CPU (gloo and nccl cannot read MPS)."""
     gpus = [d for d in try_all_gpus() if d.type == "cuda"]
     return gpus[local % len(gpus)] if gpus else cpu()
 
@@ -100,11 +96,8 @@ class Rank:
 
 
 def _all_gather_strings(text: str, size: int = 64) -> list[str]:
-    """Every rank's ``text``, in rank order, swapped as fixed-size byte tensors:
-    ``all_gather_object`` pickles through ``Tensor.numpy()``, and torch alone has no
-    NumPy. A GPU identity ("cuda " and a 36-character UUID) fits."""
-    import torch.distributed as dist
-
+    """Every rank's ``text``, in rank order, swapped as fixed-size byte tensors
+    (``all_gather_object`` pickles through ``Tensor.numpy()``: torch alone has no NumPy)."""
     data = text.encode().ljust(size, b"\0")
     if len(data) > size:
         raise ValueError(f"{text!r} is longer than the {size} bytes a rank may send")
@@ -117,12 +110,8 @@ def _all_gather_strings(text: str, size: int = 64) -> list[str]:
 @contextlib.contextmanager
 def process_group(backend: str = "auto", timeout: float = 60.0) -> Iterator[Rank]:
     """Join the torchrun job on this rank's device; always leave it, even on an error.
-
-    The ranks meet in a gloo group (it runs anywhere) to swap device identities;
-    if nccl suits them all, a nccl group over the same ranks carries the traffic.
-    """
-    import torch.distributed as dist
-
+    The ranks meet in a gloo group (it runs anywhere) to swap device identities; if
+    nccl suits them all, a nccl group over the same ranks carries the traffic."""
     local = local_rank()
     if local is None:
         raise RuntimeError(

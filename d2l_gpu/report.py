@@ -27,18 +27,15 @@ def _cpu_name() -> str:
 
 def _host_memory() -> tuple[int | None, int | None]:
     try:
-        page = os.sysconf("SC_PAGE_SIZE")
-        total = page * os.sysconf("SC_PHYS_PAGES")
-        free = page * os.sysconf("SC_AVPHYS_PAGES")
+        page, pages, free = map(os.sysconf, ("SC_PAGE_SIZE", "SC_PHYS_PAGES", "SC_AVPHYS_PAGES"))
     except (AttributeError, ValueError, OSError):
         return None, None
-    return total, total - free
+    return page * pages, page * (pages - free)
 
 
 def _cuda_used(device: torch.device) -> int | None:
-    """Bytes in use on a CUDA card, asked without creating a context on it: of the
-    driver for a card this process uses, else of NVML where nvidia-ml-py (or amdsmi)
-    is installed; else unknown."""
+    """Bytes in use on a CUDA card, asked without creating a context on it: of the driver
+    for a card this process uses, else of NVML where nvidia-ml-py is installed."""
     if in_use(device):
         free, total = torch.cuda.mem_get_info(device)
         return total - free
@@ -54,11 +51,8 @@ def _accelerator(device: torch.device) -> tuple[str, int | None, int | None]:
         props = torch.cuda.get_device_properties(device)
         return props.name, props.total_memory, _cuda_used(device)
     if device.type == "mps":
-        return (
-            "Apple GPU (MPS)",
-            torch.mps.recommended_max_memory(),
-            torch.mps.driver_allocated_memory(),
-        )
+        mps = torch.mps
+        return "Apple GPU (MPS)", mps.recommended_max_memory(), mps.driver_allocated_memory()
     try:
         free, total = torch.accelerator.get_memory_info(device)
     except (AttributeError, RuntimeError):  # newer than torch 2.6; some backends refuse
@@ -96,16 +90,13 @@ def device_info() -> dict[str, Any]:
 
 def listed_gpus() -> list[str]:
     """The GPUs ``nvidia-smi -L`` lists, whether or not torch can see them."""
-    smi = shutil.which("nvidia-smi")
+    smi, out = shutil.which("nvidia-smi"), ""
     try:
-        run = (
-            subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20) if smi else None
-        )
+        if smi:
+            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20).stdout
     except (OSError, subprocess.SubprocessError):
-        return []  # a hung or broken nvidia-smi proves nothing either way
-    return (
-        [line.strip() for line in run.stdout.splitlines() if line.startswith("GPU")] if run else []
-    )
+        pass  # a hung or broken nvidia-smi proves nothing either way
+    return [line.strip() for line in out.splitlines() if line.startswith("GPU")]
 
 
 def _gib(n: int | None) -> str:
@@ -118,11 +109,9 @@ def device_report() -> str:
     rows = info["devices"]
     width = max(len("device"), *(len(r["device"]) for r in rows))
     lines = [f"{'device':<{width}}  {'total':>10}  {'used':>10}  name"]
-    lines += [
-        f"{r['device']:<{width}}  {_gib(r['total_memory']):>10}  {_gib(r['used_memory']):>10}  "
-        f"{r['name']}"
-        for r in rows
-    ]
+    for r in rows:
+        total, used = _gib(r["total_memory"]), _gib(r["used_memory"])
+        lines.append(f"{r['device']:<{width}}  {total:>10}  {used:>10}  {r['name']}")
     if any(r["used_memory"] is None and r["device"].startswith("cuda") for r in rows):
         lines.append("used unknown: a card this process has not used (nvidia-ml-py would tell)")
     versions = {**info["software"], "platform": f"{sys.platform}, {platform.machine()}"}

@@ -1,10 +1,8 @@
 """Clocks that tell the truth about asynchronous devices.
 
-A kernel launch returns before the GPU has run it, so every clock here first
-waits for the device (by default every GPU this process used; none on the CPU).
-``Timer`` and ``Benchmark`` keep the d2l book's interface; ``benchmark`` is the
-careful instrument, ``torch.utils.benchmark.Timer`` with such a clock; and
-``host_and_device_seconds`` tells the host's share of a step from the GPU's.
+A kernel launch returns before the GPU has run it, so every clock here first waits
+for the device (by default every GPU this process used; none on the CPU). ``Timer``
+and ``Benchmark`` keep the d2l book's interface; ``benchmark`` is the careful one.
 """
 
 from __future__ import annotations
@@ -42,8 +40,7 @@ class Timer:
 
     def __init__(self, device: torch.device | str | None = None) -> None:
         self.times: list[float] = []
-        self._clock = waiting_clock(device)
-        self._tik: float | None = None
+        self._clock, self._tik = waiting_clock(device), None
         self.start()
 
     def start(self) -> None:
@@ -51,7 +48,7 @@ class Timer:
         self._tik = self._clock()
 
     def stop(self) -> float:
-        """Stop the clock after queued device work is done; return and record the time."""
+        """Stop the clock once queued device work is done; return and record the time."""
         now, tik = self._clock(), self._tik
         if tik is None:
             raise RuntimeError("Timer.stop() needs a running timer; call start() first")
@@ -78,9 +75,7 @@ class Benchmark:
     """Time a ``with`` block and print ``description: 0.1234 sec``."""
 
     def __init__(self, description: str = "Done", device: torch.device | str | None = None) -> None:
-        self.description = description
-        self.device = device
-        self.elapsed: float | None = None
+        self.description, self.device, self.elapsed = description, device, None
 
     def __enter__(self) -> Benchmark:
         self._timer = Timer(self.device)
@@ -132,7 +127,7 @@ class Measurement:
 
 
 def check_timing(fn: object, min_run_time: float, warmup: int, name: str = "fn") -> None:
-    """Refuse what no timing can use, naming it and what is accepted."""
+    """Refuse settings no timing can use, naming what is accepted."""
     if not callable(fn):
         raise TypeError(f"{name} must be a function to call with no arguments, got {fn!r}")
     if not min_run_time > 0:
@@ -153,26 +148,22 @@ def benchmark(
     """Time ``fn()`` the careful way: the median and IQR of at least 10 blocks of calls.
 
     After ``warmup`` calls, ``torch.utils.benchmark.Timer.blocked_autorange`` sizes
-    blocks so that reading the clock (which waits for ``device``, by default every
-    GPU in use) costs under 0.01 % of a block, and runs them for ``min_run_time``
-    seconds, again until there are 10. ``num_threads``: torch's CPU threads meanwhile
-    (default: as they are).
+    blocks so that reading the clock (which waits for ``device``) costs under 0.01 %
+    of one, and runs them for ``min_run_time`` seconds, and on until there are 10.
+    ``num_threads``: torch's CPU threads meanwhile (default: as they are).
     """
     check_timing(fn, min_run_time, warmup)
     if num_threads is not None and not num_threads >= 1:
         raise ValueError(f"num_threads must be a count >= 1 or None, got {num_threads!r}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(num_threads or threads)  # the warm-up runs as the timed calls will
-    try:
-        for _ in range(warmup):
-            fn()
-    finally:
-        torch.set_num_threads(threads)
     # Imported here: it loads setuptools, too slow for every ``import d2l_gpu``.
     from torch.utils.benchmark import Timer as TorchTimer
+    from torch.utils.benchmark.utils.common import set_torch_threads
 
-    clock = waiting_clock(device)
-    timer = TorchTimer("fn()", globals={"fn": fn}, timer=clock, num_threads=num_threads or threads)
+    threads = num_threads or torch.get_num_threads()
+    with set_torch_threads(threads):  # the warm-up runs as the timed calls will
+        for _ in range(warmup):
+            fn()
+    timer = TorchTimer("fn()", globals={"fn": fn}, timer=waiting_clock(device), num_threads=threads)
     times: list[float] = []
     run_time = min_run_time
     while len(times) < MIN_BLOCKS:
@@ -182,35 +173,28 @@ def benchmark(
     return Measurement(times, label)
 
 
-# Products of this size keep a GPU busy while the host queues the steps behind them.
-_BUSY_SIZE = 4096
-_BUSY_PRODUCTS = (10, 40, 160)  # more, if the GPU ran out of work before the host did
-
-
 def host_and_device_seconds(
     step: Callable[[], Any], device: torch.device | str, steps: int = 20
 ) -> tuple[float, float]:
-    """Seconds per call of ``step()``: to queue it on the host, and to run it on the GPU.
+    """Seconds per call of ``step()``: to queue it on the host, and to run it on a CUDA GPU.
 
-    Each side is measured apart. After one warm-up call, ``steps`` calls are queued
-    behind large products, so the host only queues them (its time, by the clock)
-    and the GPU then runs them back to back (its time, by CUDA events). If the GPU
-    had already reached them before the host finished, it gets more to do and is
-    asked again, so that its time is of the steps alone. CUDA devices only.
+    After a warm-up call, ``steps`` calls are queued behind large products: the host
+    only queues them (its time, by the clock), then the GPU runs them back to back
+    (its time, by CUDA events). If the GPU reached them before the host was done, it
+    is given more to do and asked again.
     """
-    device = torch.device(device)
-    if device.type != "cuda":
+    if (device := torch.device(device)).type != "cuda":
         raise ValueError(
             "host_and_device_seconds times the GPU with CUDA events: device must be a "
             f"CUDA device such as 'cuda:0', got {str(device)!r}"
         )
     if not steps >= 1:
         raise ValueError(f"steps must be a count >= 1, got {steps!r}")
-    hold = torch.randn(_BUSY_SIZE, _BUSY_SIZE, device=device)
+    hold = torch.randn(4096, 4096, device=device)  # its products keep the GPU busy
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     stream = torch.cuda.current_stream(device)
     step()  # warm-up
-    for products in _BUSY_PRODUCTS:
+    for products in (10, 40, 160):  # more, if the GPU ran dry before the host was done
         synchronize(device)
         for _ in range(products):
             hold @ hold

@@ -55,6 +55,7 @@ def test_this_machine_agrees_with_torch():
     assert (d2l_gpu.try_gpu() == CPU) == (expected == 0)
 
 
+@pytest.mark.gpu
 def test_hiding_the_gpus_from_torch_rehearses_the_cpu_path():
     # What lesson 02 teaches instead of a variable of the helpers' own.
     code = "import d2l_gpu; print(d2l_gpu.try_gpu(), d2l_gpu.num_gpus(), d2l_gpu.try_all_gpus())"
@@ -106,15 +107,6 @@ def test_synchronize_a_device_this_machine_lacks_says_what_it_has(monkeypatch, k
     ):
         d2l_gpu.synchronize(device)
     assert waits == []
-
-
-def test_an_older_torch_stops_the_import_with_one_clear_sentence():
-    code = "import torch; torch.__version__ = '2.5.1+cu121'; import d2l_gpu"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 1
-    assert out.stderr.splitlines()[-1] == (
-        "ImportError: d2l_gpu needs torch >= 2.6, found torch 2.5.1+cu121"
-    )
 
 
 @pytest.mark.gpu

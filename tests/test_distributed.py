@@ -1,14 +1,14 @@
-"""d2l_gpu.distributed and the torchrun demo: real gloo jobs on 127.0.0.1, simulated GPU choices."""
+"""d2l_gpu.distributed and the torchrun demo: one real gloo job on 127.0.0.1, the rest in
+this process (a one-rank group) or on simulated machines."""
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
+import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -18,34 +18,14 @@ import torch
 import torch.distributed as dist
 
 from d2l_gpu import distributed
-from tests.conftest import end_processes, processes_where
 from tests.simulate import simulate_machine
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "notebooks" / "scripts" / "all_reduce_demo.py"
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 FAST = ["--timeout", "20", "--sizes", "8", "--repeats", "3"]
-# A hung job fails its test after this many seconds instead of stalling CI.
-JOB_TIMEOUT = 60
 DEVICE_LINE = re.compile(r"^rank (\d+)/(\d+): local rank (\d+), device (\S+), backend (\w+)", re.M)
 SUM_LINE = re.compile(r"^rank (\d+)/\d+: all_reduce\(sum\) = \[([^\]]*)\], checked$", re.M)
-
-
-TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")
-
-
-def _env(**extra: str) -> dict[str, str]:
-    """This environment as a reader's shell has it (no torchrun variables), plus ``extra``."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in TORCHRUN_VARS and not k.startswith(("MASTER_", "TORCHELASTIC_"))
-    }
-    return {**env, **extra}
-
-
-JOB_VAR = "D2L_GPU_TEST_JOB"
-NO_GPU = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}  # the job runs on the CPU
+EXPECTED = [3.0, 6.0, 9.0, 12.0]  # rank r sends [1, 2, 3, 4] * (r + 1); two ranks
 
 
 def free_port() -> int:
@@ -55,167 +35,66 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Jobs:
-    """The torchrun jobs of one test: each in a session of its own, all marked with
-    ``JOB_VAR`` and given the test's own temp folder (where torchrun leaves a
-    ``torchelastic_*`` folder on every run)."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    def mine(self, environ: dict[str, str], command: str = "") -> bool:
-        return environ.get(JOB_VAR) == str(self.folder)
-
-    def start(self, args: list[str], **env: str) -> subprocess.Popen:
-        marks = {"TMPDIR": str(self.folder), JOB_VAR: str(self.folder)}
-        return subprocess.Popen(
-            args,
-            env=_env(**marks, **env),
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-
-    def finish(self, proc: subprocess.Popen, timeout: float = JOB_TIMEOUT) -> tuple[int, str, str]:
+def _pids_marked(mark: str) -> list[int]:
+    """Processes whose environment holds ``mark``: torchrun starts each worker in a
+    session of its own, so ending torchrun's group would leave them running."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            # Killing torchrun's process group would leave its workers (each in a
-            # session of its own) running and holding the pipes open: end them all.
-            end_processes(self.mine)
-            out, err = proc.communicate(timeout=10)
-            pytest.fail(f"job still running after {timeout} s:\n{out}\n{err}")
-        return proc.returncode, out, err
+            if mark.encode() in (proc / "environ").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+        except OSError:  # gone, or another user's
+            pass
+    return found
 
 
-@pytest.fixture
-def jobs():
-    """Start torchrun jobs; afterwards end whatever they left running and remove their folder."""
-    # Under the session's private TMPDIR (conftest.py), not the real temp folder.
-    job = Jobs(Path(tempfile.mkdtemp(prefix="job-", dir=os.environ.get("TMPDIR"))))
-    yield job
-    end_processes(job.mine)
-    shutil.rmtree(job.folder)
-
-
-def _one_node(nproc: int) -> list[str]:
-    """torchrun on one machine, all on 127.0.0.1: rank 0 would publish socket.getfqdn(),
-    which often does not resolve (macOS, containers), and port 29500 may be taken."""
-    return [
-        *TORCHRUN,
-        *("--nnodes", "1", "--nproc-per-node", str(nproc), "--local-addr", "127.0.0.1"),
-        *("--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:0"),
-    ]
+def run_job(nproc: int, args: list[str], tmp_path: Path, **env: str) -> tuple[int, str, str]:
+    """torchrun on 127.0.0.1 (the machine's own name may not resolve), with its temp
+    folder (torchrun leaves a torchelastic_* folder there) in ``tmp_path``."""
+    mark = f"D2L_GPU_TEST_JOB={tmp_path}"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "TORCHELASTIC_"))}
+    clean = {k: v for k, v in clean.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1"]
+    command += ["--nproc-per-node", str(nproc), "--local-addr", "127.0.0.1"]
+    command += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+    proc = subprocess.Popen(
+        [*command, *args],
+        env={**clean, "TMPDIR": str(tmp_path), **dict([mark.split("=", 1)]), **env},
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        out, err = "", "job still running after 60 s"
+    for pid in _pids_marked(mark):
+        os.kill(pid, signal.SIGKILL)
+    proc.wait()
+    return proc.returncode, out, err
 
 
 def _sums(out: str) -> dict[int, list[float]]:
     return {int(r): [float(v) for v in vals.split(",")] for r, vals in SUM_LINE.findall(out)}
 
 
-def _expected(world_size: int) -> list[float]:
-    # Rank r sends [1, 2, 3, 4] * (r + 1); the sum over ranks, computed independently.
-    return [i * sum(r + 1 for r in range(world_size)) for i in (1.0, 2.0, 3.0, 4.0)]
-
-
-def _two_nodes(jobs: Jobs, **env: str) -> list[tuple[int, str, str]]:
-    """Two torchrun launches of one process each, meeting on 127.0.0.1: a two-node job."""
-    rdzv = f"--rdzv-backend c10d --rdzv-id two-nodes --rdzv-endpoint 127.0.0.1:{free_port()}"
-    args = [*TORCHRUN, "--nnodes", "2", "--nproc-per-node", "1", *rdzv.split()]
-    started = [
-        jobs.start([*args, "--local-addr", "127.0.0.1", str(DEMO), *FAST], **env) for _ in (0, 1)
-    ]
-    return [jobs.finish(job) for job in started]
-
-
-def test_two_processes_on_gloo_sum_correctly_and_rank_0_times_them(jobs):
-    rc, out, err = jobs.finish(jobs.start([*_one_node(2), str(DEMO), "--backend", "gloo", *FAST]))
+def test_two_processes_on_gloo_sum_correctly_without_numpy_and_rank_0_times_them(tmp_path):
+    """As in an environment with torch alone: process_group() swaps the ranks' device
+    identities without pickling, which goes through Tensor.numpy()."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\n\nsys.modules['numpy'] = None\n")
+    rc, out, err = run_job(
+        2, [str(DEMO), "--backend", "gloo", *FAST], tmp_path, PYTHONPATH=str(tmp_path)
+    )
     assert rc == 0, err
-    assert _sums(out) == {0: _expected(2), 1: _expected(2)}
+    assert _sums(out) == {0: EXPECTED, 1: EXPECTED}
     found = {(int(r), int(w), int(lr), d, b) for r, w, lr, d, b in DEVICE_LINE.findall(out)}
     # Each rank on the device the helpers choose for its local rank on this machine:
     # cpu twice here, cuda:0 twice on one GPU, cuda:0 and cuda:1 on two.
     mine = [str(distributed.rank_device(local)) for local in (0, 1)]
     assert found == {(0, 2, 0, mine[0], "gloo"), (1, 2, 1, mine[1], "gloo")}
-    assert re.search(
-        r"^n = 8 \(256 bytes\):\n  all_reduce: .* median, IQR .*, 3 runs x 1$", out, re.M
-    )
-    assert re.search(r"all_reduce takes [\d,.]+x the time of x \+ y", out), out
-
-
-def test_two_processes_on_gloo_need_no_numpy(jobs):
-    """As in an environment with torch alone: process_group() swaps the ranks'
-    device identities without pickling, which goes through Tensor.numpy()."""
-    site = jobs.folder / "no-numpy"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text("import sys\n\nsys.modules['numpy'] = None\n")
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
-    probe = subprocess.run(
-        [sys.executable, "-c", "import numpy"], env=_env(**env), capture_output=True, text=True
-    )
-    assert "ModuleNotFoundError: import of numpy halted" in probe.stderr
-    rc, out, err = jobs.finish(jobs.start([*_one_node(2), str(DEMO), *FAST], **env))
-    assert rc == 0, err
-    assert _sums(out) == {0: _expected(2), 1: _expected(2)}
-
-
-def test_a_job_that_times_out_ends_every_worker(jobs):
-    """torchrun starts each worker in a session of its own: killing torchrun alone leaves them."""
-    hang = jobs.folder / "hang.py"
-    hang.write_text(
-        "import os, pathlib, time\n"
-        "pathlib.Path(os.environ['TMPDIR'], f'up-{os.getpid()}').touch()\n"
-        "time.sleep(600)\n"
-    )
-    job = jobs.start([*_one_node(2), str(hang)])
-    deadline = time.monotonic() + JOB_TIMEOUT
-    while len(list(jobs.folder.glob("up-*"))) < 2:
-        assert job.poll() is None and time.monotonic() < deadline, "the workers never started"
-        time.sleep(0.1)
-    workers = {int(p.name.removeprefix("up-")) for p in jobs.folder.glob("up-*")}
-    with pytest.raises(pytest.fail.Exception, match="job still running after 0.1 s"):
-        jobs.finish(job, timeout=0.1)
-    assert job.returncode is not None
-    assert not workers & set(processes_where(lambda environ, command: True))
-    # What torchrun would have left in the real temp folder is in the test's, removed after it.
-    assert list(jobs.folder.glob("torchelastic_*"))
-
-
-def test_two_nodes_on_loopback_form_one_job_on_the_cpu(jobs):
-    finished = _two_nodes(jobs, **NO_GPU)
-    for rc, _, err in finished:
-        assert rc == 0, err
-    # c10d sorts the nodes by (address, torchrun pid), so either launch may hold rank 0.
-    per_node = [_sums(out) for _, out, _ in finished]
-    assert all(len(sums) == 1 for sums in per_node), per_node
-    assert per_node[0] | per_node[1] == {0: _expected(2), 1: _expected(2)}
-    lines = [line for _, out, _ in finished for line in DEVICE_LINE.findall(out)]
-    assert sorted((lr, d, b) for _, _, lr, d, b in lines) == [("0", "cpu", "gloo")] * 2
-
-
-def test_a_failing_rank_fails_the_job_with_its_error_shown(jobs):
-    rc, out, err = jobs.finish(jobs.start([*_one_node(2), str(DEMO), *FAST, "--fail-rank", "1"]))
-    assert rc != 0
-    assert "RuntimeError: rank 1 failed on purpose (--fail-rank 1)" in err
-    assert "all_reduce(sum)" not in out
-
-
-def test_nccl_where_ranks_have_no_gpu_stops_every_rank_with_a_clear_error(jobs):
-    job = jobs.start([*_one_node(2), str(DEMO), "--backend", "nccl"], **NO_GPU)
-    rc, _, err = jobs.finish(job)
-    assert rc != 0
-    assert "backend 'nccl' needs a CUDA device of its own on every rank" in err
-    assert "ranks 0, 1 have no CUDA device; accepted here: 'gloo' or 'auto'" in err
-
-
-def test_outside_torchrun_the_demo_says_how_to_launch_it_and_exits_2():
-    proc = subprocess.run(
-        [sys.executable, str(DEMO)], env=_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT
-    )
-    assert proc.returncode == 2
-    assert f"torchrun --nproc-per-node 2 {DEMO}" in proc.stderr
-    assert "--rdzv-backend c10d" in proc.stderr and proc.stdout == ""
+    assert "median, IQR" in out
+    assert not _pids_marked(f"D2L_GPU_TEST_JOB={tmp_path}")
 
 
 def test_process_group_joins_on_its_device_and_always_leaves(monkeypatch):
@@ -384,56 +263,17 @@ def test_demo_times_each_all_reduce_after_a_barrier_until_the_gpu_is_done(monkey
 
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
-def test_nccl_on_two_gpus(jobs):
-    rc, out, err = jobs.finish(jobs.start([*_one_node(2), str(DEMO), *FAST]))
+def test_nccl_on_two_gpus(tmp_path):
+    rc, out, err = run_job(2, [str(DEMO), *FAST], tmp_path)
     assert rc == 0, err
-    assert _sums(out) == {0: _expected(2), 1: _expected(2)}
+    assert _sums(out) == {0: EXPECTED, 1: EXPECTED}
     found = {(int(r), d, b) for r, _, _, d, b in DEVICE_LINE.findall(out)}
     assert found == {(0, "cuda:0", "nccl"), (1, "cuda:1", "nccl")}
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_two_launches_on_one_gpu_use_gloo_instead_of_failing(jobs):
-    finished = _two_nodes(jobs, CUDA_VISIBLE_DEVICES="0")
-    for rc, _, err in finished:
-        assert rc == 0, err
-    lines = [line for _, out, _ in finished for line in DEVICE_LINE.findall(out)]
-    assert sorted((d, b) for *_, d, b in lines) == [("cuda:0", "gloo")] * 2
-    assert _sums(finished[0][1]) | _sums(finished[1][1]) == {0: _expected(2), 1: _expected(2)}
-
-
-LEAKY_TEST = """
-import os, subprocess, sys, tempfile
-
-def test_leaks():
-    tempfile.mkdtemp(prefix="torchelastic_", dir=os.environ["TMPDIR"])
-    # What a torchrun worker looks like: its agent sets TORCHELASTIC_RUN_ID.
-    worker = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(120)"],
-        env={**os.environ, "TORCHELASTIC_RUN_ID": "leak"},
-        start_new_session=True,
-    )
-    print("worker", worker.pid)
-"""
-
-
-def test_the_session_fails_on_a_leftover_torchelastic_folder_or_worker(tmp_path):
-    """conftest.py's check, in a pytest session of its own that leaks both."""
-    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
-    (tmp_path / "test_leaky.py").write_text(LEAKY_TEST)
-    inner = subprocess.run(
-        [sys.executable, "-m", "pytest", "-s", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=tmp_path,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=JOB_TIMEOUT,
-    )
-    assert inner.returncode == 1, inner.stdout
-    worker = int(re.search(r"worker (\d+)", inner.stdout).group(1))
-    assert re.search(r"LEAK: torchelastic folder left by the tests: torchelastic_\w+", inner.stdout)
-    assert f"LEAK: torchrun process of the tests still alive (now killed): pid {worker}" in (
-        inner.stdout
-    )
-    assert worker not in processes_where(lambda environ, command: True)
+def test_two_ranks_on_one_gpu_use_gloo_instead_of_failing(tmp_path):
+    rc, out, err = run_job(2, [str(DEMO), *FAST], tmp_path, CUDA_VISIBLE_DEVICES="0")
+    assert rc == 0, err
+    assert sorted((d, b) for *_, d, b in DEVICE_LINE.findall(out)) == [("cuda:0", "gloo")] * 2

@@ -96,16 +96,19 @@ def test_the_report_on_this_gpu_machine_names_every_device_and_creates_no_contex
     assert out.stdout.splitlines()[-1] == "False"
 
 
-def test_help_documents_each_subcommand(capsys):
-    result = run_cli("--help")
-    assert result.returncode == 0 and "info" in result.stdout and "check" in result.stdout
-    for name in ("info", "check"):
+def test_help_documents_each_subcommand_and_a_wrong_one_is_a_usage_error(capsys):
+    for argv, status in ((["--help"], 0), (["info", "--help"], 0), (["check", "--help"], 0)):
         with pytest.raises(SystemExit) as exit_info:
-            main([name, "--help"])
-        assert exit_info.value.code == 0
-        assert f"python -m d2l_gpu {name}" in capsys.readouterr().out
-    result = run_cli("frobnicate")
-    assert result.returncode == 2 and "invalid choice: 'frobnicate'" in result.stderr
+            main(argv)
+        assert exit_info.value.code == status
+        assert (
+            f"usage: python -m d2l_gpu {argv[0] if len(argv) == 2 else ''}"
+            in capsys.readouterr().out
+        )
+    with pytest.raises(SystemExit) as exit_info:
+        main(["frobnicate"])
+    assert exit_info.value.code == 2
+    assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
 
 
 def test_info_prints_the_report_or_its_json(capsys):

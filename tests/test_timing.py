@@ -60,9 +60,10 @@ def test_every_clock_waits_for_the_devices_it_is_given(monkeypatch, device, expe
         pass
     d2l_gpu.synchronize(device)
     assert waits == expected * 5
-    waits.clear()
-    d2l_gpu.benchmark(lambda: time.sleep(1e-4), device=device, min_run_time=0.01, warmup=0)
-    d2l_gpu.compare(time.time, time.time, device=device, min_run_time=1e-3, warmup=0)
+    clock = Timeline(monkeypatch)
+    waits = record_waits(monkeypatch)  # seen, but costing no time on the clock
+    d2l_gpu.benchmark(clock.side("f", 1e-3), device=device, warmup=0)
+    d2l_gpu.compare(clock.side("a", 1e-3), clock.side("b", 1e-3), device=device, warmup=0)
     assert set(waits) == set(expected) and (len(waits) > 40 or not expected)
 
 
@@ -232,12 +233,6 @@ def test_each_side_gets_its_rounds_its_warm_up_and_blocks_that_fill_min_run_time
     assert len(slow.ratios) == 10
 
 
-def test_real_identical_work_agrees():
-    x = torch.ones(64, 64)
-    result = d2l_gpu.compare(lambda: x @ x, lambda: x @ x, min_run_time=0.1, band=2)
-    assert result.outcome == "agree", result
-
-
 @pytest.mark.parametrize(
     ("args", "kwargs", "error", "message"),
     [
@@ -246,7 +241,7 @@ def test_real_identical_work_agrees():
         ((print, print), {"band": 1}, ValueError, r"band must be a factor > 1 .*, got 1"),
         ((print, print), {"band": 0.8}, ValueError, "band must be a factor > 1"),
         ((print, print), {"min_run_time": -1}, ValueError, "min_run_time must be"),
-        ((print, print), {"labels": "ab"}, TypeError, "labels must be a tuple of two strings"),
+        ((print, print), {"labels": "ab"}, TypeError, "labels must be two names, as in"),
     ],
 )
 def test_compare_refuses_bad_settings_naming_them(args, kwargs, error, message):
