@@ -168,7 +168,7 @@ depth = 4
 if device.type == "cuda":
     host_s, gpu_s = d2l_gpu.host_and_device_seconds(make_step(depth), device, steps=10)
     for _ in range(2):  # deepen the model until G is about H
-        depth = max(1, round(depth * host_s / gpu_s))
+        depth = min(64, max(1, round(depth * host_s / gpu_s)))
         host_s, gpu_s = d2l_gpu.host_and_device_seconds(make_step(depth), device, steps=10)
 step = make_step(depth)
 comparison = d2l_gpu.compare(

@@ -100,7 +100,7 @@ print(d2l_gpu.compare(
 # %% [markdown]
 # `x * 2` 读写的数据量与这次复制相同。在 GPU 上，复制要经过总线，耗时是它的许多倍；
 # 在 CPU 上，两者都只在内存里进行。每次复制都有固定开销，
-# 所以 256 次小复制比不过一次大复制。
+# 所以 256 次小复制要比一次大复制慢得多。
 #
 # 把数值读回来也有代价。`print(x)`、`x.item()`、`x.tolist()` 和 `x.cpu()`
 # 都会把 GPU 张量复制到内存，而且复制之前要先等排在前面的工作做完。
@@ -118,12 +118,12 @@ print(d2l_gpu.compare(
 # ## 记录损失的常见错误
 #
 # 原书提醒：不要把每个小批量的损失逐个转成 Python 数值来记录。它把原因归于
-# Python 的全局解释器锁，但 PyTorch 在等待时会释放这把锁。等待真正浪费的是队列。
+# Python 的全局解释器锁，但 PyTorch 在等待时会释放这把锁。问题其实出在队列上。
 #
 # 设一步训练在主机上要花 H 秒（准备数据、启动核函数），在 GPU 上要花 G 秒。
 # 在同一个 CUDA 流上，核函数一启动，只要 GPU 空闲就开始执行。
 # 所以即使一步以 `.item()` 结尾，主机和 GPU 在这一步*之内*仍然同时工作。
-# 不等待时，GPU 执行第 k 步的同时，主机已经在排第 k + 1 步，每步约为 max(H, G)。
+# 不等待时，GPU 执行第 k 步的同时，主机已经在排第 k + 1 步，每步耗时约为 max(H, G)。
 # 每步等待一次，去掉的只是这种跨步的提前排队：每步的耗时落在 max(H, G) 与 H + G 之间
 # （再加一次往返）。只有当 GPU 的工作必须等这一步的主机工作全部做完时，
 # 才会达到 H + G，例如主机先准备好批次，模型才能在上面计算。
@@ -162,7 +162,7 @@ depth = 4
 if device.type == "cuda":
     host_s, gpu_s = d2l_gpu.host_and_device_seconds(make_step(depth), device, steps=10)
     for _ in range(2):  # 加深模型，直到 G 与 H 相当
-        depth = max(1, round(depth * host_s / gpu_s))
+        depth = min(64, max(1, round(depth * host_s / gpu_s)))
         host_s, gpu_s = d2l_gpu.host_and_device_seconds(make_step(depth), device, steps=10)
 step = make_step(depth)
 comparison = d2l_gpu.compare(
@@ -184,14 +184,14 @@ else:
 
 # %% [markdown]
 # 在 CUDA GPU 上，不等待的循环每步应接近 max(H, G)，每步调用 `.item()` 的循环应接近 H + G。
-# 真实的训练步介于两者之间：如果一步开头的核函数几乎不依赖主机上的工作，等待的代价就小一些。
+# 实际训练中的一步介于两者之间：如果一步开头的核函数几乎不依赖主机上的工作，等待的代价就小一些。
 # CPU 上没有队列，两个循环每步都是 H + G。
 #
 # ## 找出隐藏的等待
 #
 # 调用 `torch.cuda.set_sync_debug_mode("warn")` 之后，凡是让主机等 CUDA GPU 的操作，
 # PyTorch 都会发出警告。下面的单元格运行几行看起来差不多的代码，打印哪些行等待了。
-# 没有 CUDA 时这个函数会报错，所以单元格改为打印 PyTorch 源码中每一行的行为。
+# 没有 CUDA 时这个函数会报错，所以在其他设备上，单元格只打印按 PyTorch 源码每一行应有的行为。
 # 这个单元格还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output"]
@@ -236,7 +236,7 @@ else:
 # 要先经过一块锁页的中转缓冲区，PyTorch 还要等复制结束；
 # 如果内存事先锁了页，`non_blocking=True` 只把复制排进队列。
 # 锁页本身也不便宜：`pin_memory()` 要把数据再复制一遍，锁住的内存页操作系统也不能再换出。
-# 应当锁页可以反复使用的缓冲区，或者让设了 `pin_memory=True` 的 `DataLoader` 来锁页。
+# 应当只给反复使用的缓冲区锁页，或者交给设了 `pin_memory=True` 的 `DataLoader` 去锁页。
 # 下面的单元格给两种复制和 `pin_memory()` 本身计时。这个单元格还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output", "key-result"]
@@ -258,8 +258,8 @@ else:
 # 同样只是排进队列，CPU 读结果之前没有任何东西让它等待。
 # 下面的单元格先把主机上的缓冲区填成 -1，再排入二十次全 1 矩阵的乘法和复制回主机的操作，
 # 然后读最后一个元素：一次立刻读，一次在同步之后读。
-# 在 CUDA GPU 上，Apple 的 MPS 上也一样，太早的那次读取应当读到 -1。
-# 竞态也可能碰巧得出正确结果，所以早读读对了也说明不了什么。
+# 在 CUDA GPU 上（Apple 的 MPS 也一样），过早的那次读取应当读到 -1。
+# 竞态也可能碰巧得出正确结果，所以过早的读取即使读对了，也说明不了什么。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 ones = torch.ones(n, n, device=device)
@@ -288,6 +288,6 @@ else:
 #   `print`、`.item()` 和 `.cpu()` 都要等待。
 # - 每步等待一次，去掉的只是跨步的提前排队：每步耗时在 max(H, G) 与 H + G 之间。
 #   损失要留在设备上记录；`set_sync_debug_mode` 能找出隐藏的等待。
-# - 锁页有它自己的代价；不阻塞地复制回主机之后，必须先同步再读。
+# - 锁页有它自己的代价；用 `non_blocking=True` 复制回主机之后，必须先同步再读。
 #
 # 下一篇：[05 – 神经网络与 GPU](05-neural-networks-and-gpus.ipynb)，把整个模型放到设备上。
