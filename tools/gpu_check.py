@@ -141,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     report = args.report.resolve()
     shutil.rmtree(report, ignore_errors=True)
     report.mkdir(parents=True)
-    # Kernels, pytest and torchrun import d2l_gpu from this tree, installed or not.
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.getenv("PYTHONPATH")]))
+    # Kernels, pytest and torchrun import d2l_gpu from this tree, installed or not, and
+    # carried wheels from PYTHONPATH, made absolute: lessons run in their own folders.
+    paths = [str(ROOT), *filter(None, os.getenv("PYTHONPATH", "").split(os.pathsep))]
+    os.environ["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in paths)
     facts, steps = machine(), []
 
     def record(step: str, outcome: str, seconds: float = 0) -> None:

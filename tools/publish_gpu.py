@@ -33,25 +33,22 @@ def clean(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return notebook
 
 
-def publish(report: Path, notebooks: Path = NOTEBOOKS, machine: str | None = None) -> Path:
+def publish(report: Path, notebooks: Path = NOTEBOOKS) -> Path:
     """Copy a report's passed lessons into notebooks/gpu/<machine>/; return that folder."""
     run = json.loads((report / "run.json").read_text(encoding="utf-8"))
     if not run.get("gpus"):
         raise SystemExit(f"{report}: this run had no GPU, so there is nothing to publish")
-    machine = machine or re.sub(r"[^a-z0-9]+", "-", run["gpus"][0].lower()).strip("-")
-    folder = notebooks / "gpu" / machine
-    shutil.rmtree(folder, ignore_errors=True)
-    lessons = {}
-    for step in run["steps"]:
-        executed = report / "executed" / f"{step['step']}.ipynb"
-        if step["outcome"] == "passed" and executed.is_file():
-            notebook = clean(nbformat.read(executed, as_version=4))
-            target = folder / f"{step['step']}.ipynb"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(notebook, target)
-            lessons[step["step"]] = f"{step['step']}.ipynb"
+    executed = report / "executed"  # steps named like en/01-introduction are lessons
+    passed = [s["step"] for s in run["steps"] if s["outcome"] == "passed"]
+    lessons = {n: f"{n}.ipynb" for n in passed if (executed / f"{n}.ipynb").is_file()}
     if not lessons:
         raise SystemExit(f"{report}: no lesson passed, so there is nothing to publish")
+    machine = re.sub(r"[^a-z0-9]+", "-", run["gpus"][0].lower()).strip("-")
+    folder = notebooks / "gpu" / machine
+    shutil.rmtree(folder, ignore_errors=True)
+    for file in lessons.values():
+        (folder / file).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(clean(nbformat.read(executed / file, as_version=4)), folder / file)
     manifest = {"machine": machine, **{k: run.get(k) for k in FACTS}, "lessons": lessons}
     text = json.dumps(manifest, indent=1, ensure_ascii=False)
     (folder / "manifest.json").write_text(text + "\n", encoding="utf-8")
