@@ -255,7 +255,7 @@ if pin:
     print(d2l_gpu.compare(
         lambda: landing.copy_(pinned, non_blocking=True),
         lambda: landing.copy_(batch),
-        labels=("copying 8 MiB from pinned memory", "from ordinary memory"),
+        labels=("a copy from pinned memory", "a copy from ordinary memory"),
     ))
     print(d2l_gpu.benchmark(lambda: batch.pin_memory(), label="pinning 8 MiB"))
 else:
