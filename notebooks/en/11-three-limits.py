@@ -243,14 +243,15 @@ else:
 # measurement on the H200, timed with CUDA events, gave about 51 TFLOP/s in
 # float32 and 687 to 800 in bfloat16.
 
-
 # %% tags=["nbval-ignore-output", "key-result"]
+labels = ("float32", "bfloat16")
+
+
 def bfloat16_product():
     with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
         return a @ a
 
 
-labels = ("float32", "bfloat16")
 low = d2l_gpu.compare(float32_product, bfloat16_product, labels=labels, device=device)
 print(low)
 against_limit("bfloat16 product", flop / low.second.median / 1e12, "TFLOP/s", "bfloat16")
@@ -272,7 +273,7 @@ if device.type == "cuda":
 # kernels and compares the replay with launching them one by one. On a CPU it
 # only says what a GPU shows: the replay is much faster, as the launches, not
 # the kernels, dominate. (`torch.compile` reaches the same goal by fusing
-# kernels, but its first compile takes tens of seconds, too long for this
+# kernels, but its first compile takes many seconds, too long for this
 # lesson.)
 
 # %% tags=["nbval-ignore-output", "key-result"]

@@ -75,7 +75,7 @@ if d2l_gpu.num_gpus() == 0:
 # Apple 也没有单独给出这两项。主机链路指显卡所插的 PCIe 插槽，按单向计；
 # 插槽较旧的主机会更慢。内存速率把读的字节和写的字节都算在内。
 #
-# CPU 在这里没有数据手册可查，所以最后一行是**估计值**，这里明说：
+# CPU 在这里没有数据手册可查，所以最后一行是明确标出的**估计值**：
 # 每个线程按约 3 GHz、每个时钟周期 32 次 float32 运算计（AVX2：8 个数上的两次乘加），
 # 有 AVX-512 时按 64 次；内存按约 50 GB/s 计，相当于许多笔记本电脑上的双通道 DDR4-3200。
 # 超过数据手册数字的速率是测量错误；超过估计值只说明这台机器比估计的快，或者数据留在了缓存里。
@@ -211,8 +211,8 @@ else:
 # ## 算力的对策：降低精度
 #
 # 矩阵乘法受算力限制时，能动的就是运算本身。从 A100 起，GPU 有张量核心：
-# 用 bfloat16（范围与 float32 相同，但只有 8 位有效数字）做乘法，比 float32 快很多倍；
-# 它们还支持 TF32：把 float32 输入舍入到 11 位有效数字，再按 float32 累加。
+# 用 bfloat16（范围与 float32 相同，但只有 8 个有效二进制位）做乘法，比 float32 快很多倍；
+# 它们还支持 TF32：把 float32 输入舍入到 11 个有效二进制位，再按 float32 累加。
 # `torch.autocast` 让它的代码块里的矩阵乘法用 bfloat16 计算，其余代码不受影响；
 # 计时的调用包括了输入的类型转换，就像在 autocast 下运行的模型一样。
 # `torch.set_float32_matmul_precision("high")` 允许 float32 乘法使用 TF32
@@ -222,14 +222,15 @@ else:
 # 许多别的芯片反而变慢。在 GPU 上差距很大：更早在 H200 上用 CUDA 事件做的一次测量，
 # float32 约为 51 TFLOP/s，bfloat16 为 687 到 800 TFLOP/s。
 
-
 # %% tags=["nbval-ignore-output", "key-result"]
+labels = ("float32", "bfloat16")
+
+
 def bfloat16_product():
     with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
         return a @ a
 
 
-labels = ("float32", "bfloat16")
 low = d2l_gpu.compare(float32_product, bfloat16_product, labels=labels, device=device)
 print(low)
 against_limit("bfloat16 product", flop / low.second.median / 1e12, "TFLOP/s", "bfloat16")
@@ -244,11 +245,11 @@ if device.type == "cuda":
 #
 # ## 开销的对策：减少启动、加大批量
 #
-# GPU 在等主机时，办法是让每份 GPU 工作少配一些主机工作。一种办法是少启动：
+# GPU 在等主机时，办法是让主机为同样多的 GPU 工作少做些事。一种办法是少启动：
 # *CUDA 图*（CUDA Graph）把一串核函数记录一次，之后只需启动一次就能把它们全部重放。
 # 下面的单元格记录 50 个极小的核函数，把重放和逐个启动相比较。
 # 在 CPU 上，它只说明 GPU 上会看到什么：重放快得多，因为占大头的是启动，而不是核函数本身。
-# （`torch.compile` 通过融合核函数达到同样的目的，但它第一次编译就要几十秒，对本课来说太长。）
+# （`torch.compile` 通过融合核函数达到同样的目的，但它第一次编译就要十几秒甚至更久，对本课来说太长。）
 
 # %% tags=["nbval-ignore-output", "key-result"]
 if device.type == "cuda":
