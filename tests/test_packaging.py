@@ -79,24 +79,10 @@ def test_public_api_is_what_another_chapter_imports():
 def test_modules_import_only_each_others_public_names():
     for path in (ROOT / "d2l_gpu").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.level:
+            if isinstance(node, ast.ImportFrom) and node.level:  # from .timing import ...
                 names = [alias.name for alias in node.names]
                 private = [n for n in names if n.startswith("_") and not n.startswith("__")]
                 assert not private, (path.name, private)
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                if node.value.id in modules_of(path) and node.attr.startswith("_"):
-                    raise AssertionError(f"{path.name} uses {node.value.id}.{node.attr}")
-
-
-def modules_of(path: Path) -> set[str]:
-    """The package modules ``path`` imports as names (``from . import report``)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    return {
-        alias.asname or alias.name
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.level and not node.module
-        for alias in node.names
-    }
 
 
 def test_public_api_is_typed_and_versioned():

@@ -110,12 +110,19 @@ def test_measurement_gives_median_quartiles_and_a_plain_line():
         Measurement([])
 
 
+def _first_calls_cost_a_second(clock: Timeline, first: int = 4):
+    costs = itertools.chain([1.0] * first, itertools.repeat(2e-3))  # as a first compile does
+    return clock.side("f", lambda now: next(costs))
+
+
 def test_benchmark_warms_up_then_times_at_least_ten_blocks(monkeypatch):
     clock = Timeline(monkeypatch)
-    m = d2l_gpu.benchmark(clock.side("f", 2e-3), label="f", warmup=4)
-    assert clock.now >= 0.2  # min_run_time of blocks, and more
-    assert m.median == pytest.approx(2e-3) and m.iqr == pytest.approx(0, abs=1e-12)
+    m = d2l_gpu.benchmark(_first_calls_cost_a_second(clock), label="f", warmup=4)
+    assert clock.now >= 4 + 0.2  # the warm-up, then min_run_time of blocks and more
+    assert max(m.times) == pytest.approx(2e-3) and m.iqr == pytest.approx(0, abs=1e-12)
     assert len(m.times) >= MIN_BLOCKS and m.label == "f"
+    cold = d2l_gpu.benchmark(_first_calls_cost_a_second(Timeline(monkeypatch)), warmup=0)
+    assert max(cold.times) > 0.5  # without the warm-up, slow first calls land in blocks
     # A call longer than min_run_time still gets its ten blocks (and no more than needed).
     slow = Timeline(monkeypatch)
     m = d2l_gpu.benchmark(slow.side("slow", 0.3), warmup=0)
@@ -209,8 +216,13 @@ def test_a_gap_whose_round_ratios_reach_into_the_band_is_no_clear_difference(mon
     result = _compare(Timeline(monkeypatch), 1e-3, lambda now: next(costs), min_run_time=1e-6)
     assert (result.ratio, result.ratio_q1) == (pytest.approx(1.5), pytest.approx(1.0))
     assert result.outcome == "unclear"
-    assert (
-        str(result) == "no clear difference between a and b: b took 1.5x as long in 6 of 10 rounds."
+    assert str(result) == (
+        "no clear difference between a and b: b took 1.5x as long in 6 of 10 rounds."
+    )
+    costs = itertools.cycle([1.5e-3, 1e-3, 1.5e-3, 1e-3, 1.5e-3])
+    flipped = _compare(Timeline(monkeypatch), lambda now: next(costs), 1e-3, min_run_time=1e-6)
+    assert flipped.outcome == "unclear" and str(flipped).endswith(
+        ": a took 1.5x as long in 6 of 10 rounds."
     )
 
 
