@@ -222,7 +222,8 @@ if device.type == "cuda":
     finally:
         torch.cuda.set_sync_debug_mode("default")
 else:
-    print(f"nothing to check on {device}; on a CUDA GPU, PyTorch's source says:")
+    print(f"set_sync_debug_mode needs CUDA, which {device} lacks.")
+    print("On a CUDA GPU, by PyTorch's source:")
     for line, (_, waits) in lines.items():
         print(f"{line:>36}: {'waits' if waits else 'does not wait'}")
 

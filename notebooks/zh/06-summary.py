@@ -45,7 +45,7 @@ if d2l_gpu.num_gpus() == 0:
 #    （[03](03-tensors-and-gpus.ipynb)）。模型的参数也是输入：先移动模型，再创建优化器
 #    （[05](05-neural-networks-and-gpus.ipynb)）。
 # 3. **`.to(device)` 只在必要时复制。** 张量已在目标设备上时，它返回同一个张量；
-#    换到别的设备时，会在那里分配新的内存（[03](03-tensors-and-gpus.ipynb)）。
+#    换到别的设备时，会在目标设备上分配新的内存（[03](03-tensors-and-gpus.ipynb)）。
 # 4. **少搬数据，要搬就成批地搬。** 在 GPU 上，传输比对同一份数据做简单运算更耗时，
 #    而且每次传输都有固定开销（[04](04-asynchrony-and-transfers.ipynb)）。
 # 5. **GPU 按队列工作。** GPU 计算时 Python 会继续往下执行。凡是把数值取回主机的操作
