@@ -196,10 +196,10 @@ else:
 #
 # ## Finding hidden waits
 #
-# With `torch.cuda.set_sync_debug_mode("warn")`, PyTorch warns at every
-# operation that makes the host wait for a CUDA GPU. The cell prints which of
-# some similar lines waited. Without CUDA it raises an error, so there the cell
-# prints what PyTorch's source says. No GPU has run this cell yet.
+# With `torch.cuda.set_sync_debug_mode("warn")`, PyTorch warns at operations
+# that make the host wait for a CUDA GPU (most of them). The cell prints which
+# of some similar lines waited. Without CUDA it raises an error, so there the
+# cell prints what PyTorch's source says. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output"]
 import warnings
@@ -243,10 +243,10 @@ else:
 # A CUDA GPU copies from page-locked ("pinned") memory only. From ordinary
 # memory the data goes through a pinned staging buffer and PyTorch waits; from
 # memory pinned in advance, `non_blocking=True` only queues the copy. Pinning
-# itself is expensive: `pin_memory()` copies the data once more, and locked
-# pages are taken from what the operating system can swap out. Pin buffers you
-# reuse, or let a `DataLoader` with `pin_memory=True` pin batches. The cell times
-# both copies and `pin_memory()`. No GPU has run this cell yet.
+# itself is expensive: `pin_memory()` copies the data once more, and the
+# operating system cannot swap locked pages out. Pin buffers you reuse, or let a
+# `DataLoader` with `pin_memory=True` pin batches. The cell times both copies
+# and `pin_memory()`. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 batch = torch.randn(2048, 1024)  # 8 MiB in ordinary memory

@@ -189,8 +189,9 @@ else:
 #
 # ## 找出隐藏的等待
 #
-# 调用 `torch.cuda.set_sync_debug_mode("warn")` 之后，凡是让主机等 CUDA GPU 的操作，
-# PyTorch 都会发出警告。下面的单元格运行几行看起来差不多的代码，打印哪些行等待了。
+# 调用 `torch.cuda.set_sync_debug_mode("warn")` 之后，遇到让主机等 CUDA GPU 的操作，
+# PyTorch 会发出警告（按它的文档，并非所有这类操作都会警告）。
+# 下面的单元格运行几行看起来差不多的代码，打印哪些行等待了。
 # 没有 CUDA 时这个函数会报错，所以在其他设备上，单元格只打印按 PyTorch 源码每一行应有的行为。
 # 这个单元格还没有在 GPU 上运行过。
 
