@@ -185,12 +185,14 @@ if device.type == "cuda":
     print(f"n = {n}: per step, host {host * 1e6:.0f} us, GPU {gpu * 1e6:.0f} us")
     pairs = torch.randn(2, 10, n, n, device=device)
     a, b = ([pairs[j, i % 10] for i in range(1000)] for j in (0, 1))
-print(d2l_gpu.compare(
-    lambda: log_with_item(a, b),
-    lambda: log_on_device(a, b),
-    labels=(f"(a) .item() each step, n = {n}", f"(b) log on the device, n = {n}"),
-    device=device,
-))
+print(
+    d2l_gpu.compare(
+        lambda: log_with_item(a, b),
+        lambda: log_on_device(a, b),
+        labels=(f"(a) .item() each step, n = {n}", f"(b) log on the device, n = {n}"),
+        device=device,
+    )
+)
 
 # %% [markdown]
 # Where G matches H, (b) keeps host and GPU busy at once, while (a) adds to every
@@ -223,9 +225,13 @@ if len(gpus) >= 2:
         d2l_gpu.synchronize(gpus[0])
         d2l_gpu.synchronize(gpus[1])
 
-    print(d2l_gpu.compare(in_turn, at_once, labels=(f"both on {gpus[0]}", "one on each of two GPUs")))
+    print(
+        d2l_gpu.compare(in_turn, at_once, labels=(f"both on {gpus[0]}", "one on each of two GPUs"))
+    )
 else:
-    print(f"{len(gpus)} GPU(s): nothing timed; with two, one on each should take about half as long.")
+    print(
+        f"{len(gpus)} GPU(s): nothing timed; with two, one on each should take about half as long."
+    )
 
 # %% [markdown]
 # The book's hint, near-linear scaling, holds when the only shared work is

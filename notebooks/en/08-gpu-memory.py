@@ -121,6 +121,7 @@ elif device.type == "mps":
             f" | held by the driver {torch.mps.driver_allocated_memory() / MiB:7.1f} MiB"
         )
 
+
 if device.type in ("cuda", "mps"):
     show("start")
     big = torch.empty(16 * MiB, device=device)  # 16 Mi float32 values: 64 MiB

@@ -182,12 +182,14 @@ if device.type == "cuda":
     print(f"n = {n}: per step, host {host * 1e6:.0f} us, GPU {gpu * 1e6:.0f} us")
     pairs = torch.randn(2, 10, n, n, device=device)
     a, b = ([pairs[j, i % 10] for i in range(1000)] for j in (0, 1))
-print(d2l_gpu.compare(
-    lambda: log_with_item(a, b),
-    lambda: log_on_device(a, b),
-    labels=(f"(a) .item() each step, n = {n}", f"(b) log on the device, n = {n}"),
-    device=device,
-))
+print(
+    d2l_gpu.compare(
+        lambda: log_with_item(a, b),
+        lambda: log_on_device(a, b),
+        labels=(f"(a) .item() each step, n = {n}", f"(b) log on the device, n = {n}"),
+        device=device,
+    )
+)
 
 # %% [markdown]
 # 在 G 与 H 相当的地方，(b) 让主机和 GPU 同时忙碌；(a) 则在每一步都加上
@@ -220,9 +222,13 @@ if len(gpus) >= 2:
         d2l_gpu.synchronize(gpus[0])
         d2l_gpu.synchronize(gpus[1])
 
-    print(d2l_gpu.compare(in_turn, at_once, labels=(f"both on {gpus[0]}", "one on each of two GPUs")))
+    print(
+        d2l_gpu.compare(in_turn, at_once, labels=(f"both on {gpus[0]}", "one on each of two GPUs"))
+    )
 else:
-    print(f"{len(gpus)} GPU(s): nothing timed; with two, one on each should take about half as long.")
+    print(
+        f"{len(gpus)} GPU(s): nothing timed; with two, one on each should take about half as long."
+    )
 
 # %% [markdown]
 # 原书提示说加速应当接近线性。像这里这样，两块 GPU 唯一共用的只是 Python
