@@ -41,11 +41,11 @@ if d2l_gpu.num_gpus() == 0:
 #
 # When Python calls `torch.matmul` on a GPU tensor, PyTorch puts a *kernel* (a
 # program for the GPU) into the GPU's queue and returns at once, like ordering
-# coffee by phone: the result tensor exists at once, its values arrive when the
-# GPU gets there. The cell queues ten products and reads the clock twice: after
-# the loop, and after `d2l_gpu.synchronize(device)` has waited for the queue to
-# empty. On a CPU each call does its arithmetic before returning, so the readings
-# agree; on a GPU the first is far smaller.
+# coffee by phone: the result tensor exists at once, its values come later. The
+# cell queues ten products and reads the clock after the loop and after
+# `d2l_gpu.synchronize(device)` has waited for the queue to empty. On a CPU
+# each call computes before returning, so the readings agree; on a GPU the
+# first is far smaller.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 import time
@@ -190,9 +190,9 @@ else:
 
 # %% [markdown]
 # On a CUDA GPU, expect the loop without the wait near max(H, G) and the loop
-# with `.item()` near H + G. Real steps lie in between: when a step's first
-# kernels need little host work, the wait costs less. On a CPU there is no
-# queue, so both loops cost H + G.
+# with `.item()` near H + G. Real steps lie in between: the less host work a
+# step's first kernels need, the less the wait costs. On a CPU, with no queue,
+# both loops cost H + G.
 #
 # ## Finding hidden waits
 #
@@ -263,12 +263,11 @@ else:
     print(f"{device} is not a CUDA GPU: nothing pinned, no CUDA API called")
 
 # %% [markdown]
-# The other direction hides a race: a result that depends on which of two
+# The other direction hides a race, where the result depends on which of two
 # things happens first. A copy to the host with `non_blocking=True` is only
-# queued, and nothing makes the CPU wait before it reads the result. The cell
-# fills a host buffer with -1 before any work, queues twenty products of a
-# matrix of ones and the copy back, and reads the last element at once and after
-# synchronizing. On a CUDA GPU, and on Apple's MPS too, the early read should
+# queued, and nothing makes the CPU wait before reading. The cell fills a host
+# buffer with -1, queues twenty products of a matrix of ones and the copy back,
+# and reads the last element at once and after synchronizing. On a CUDA GPU, and on Apple's MPS too, the early read should
 # find -1. A race can come out right by luck, so a right early read proves
 # nothing.
 
@@ -295,11 +294,10 @@ else:
 # ## What this lesson showed
 #
 # - A GPU works through a queue while Python runs ahead.
-# - On a GPU a transfer costs more than simple arithmetic, and many small
-#   copies more than one large one; `print`, `.item()` and `.cpu()` wait.
-# - A wait at every step removes only the run-ahead across steps: a step then
-#   costs between max(H, G) and H + G. Keep the log on the device;
-#   `set_sync_debug_mode` finds hidden waits.
+# - On a GPU a transfer costs more than simple arithmetic; many small copies
+#   cost more than one large one; reading a value back waits.
+# - A wait at every step removes only the run-ahead across steps. Keep logs on
+#   the device; `set_sync_debug_mode` finds hidden waits.
 # - Pinning has its own cost; a non-blocking copy back must be synchronized
 #   before it is read.
 #

@@ -7,8 +7,8 @@
 #
 # **What you will learn**
 #
-# - the section's rules in one place, each with the lesson that shows it;
-# - what logging a loss at every step really costs, in two sentences.
+# - the section's rules, each with the lesson that shows it;
+# - what logging a loss at every step costs.
 #
 # **What you need**
 #
@@ -50,10 +50,9 @@ if d2l_gpu.num_gpus() == 0:
 # 4. **Move data rarely and in large pieces.** On a GPU a transfer costs more
 #    than simple arithmetic on the same data, and every transfer pays a fixed
 #    cost ([04](04-asynchrony-and-transfers.ipynb)).
-# 5. **A GPU works through a queue.** Python runs ahead while the GPU works, so
-#    whatever brings a value to the host (`print`, `.item()`, `.tolist()`,
-#    `.cpu()`, and `.numpy()` after it) first waits for the work queued before it
-#    ([04](04-asynchrony-and-transfers.ipynb)).
+# 5. **A GPU works through a queue.** Python runs ahead, so whatever brings a
+#    value to the host (`print`, `.item()`, `.cpu()`) first waits for the work
+#    queued before it ([04](04-asynchrony-and-transfers.ipynb)).
 #
 # ## The typical mistake
 #
@@ -65,11 +64,10 @@ if d2l_gpu.num_gpus() == 0:
 # GPU work must wait for host work done first, such as preparing each batch on
 # the CPU ([04](04-asynchrony-and-transfers.ipynb) measures it).
 #
-# The book blames Python's global interpreter lock, but PyTorch releases it
-# while it waits. Keep the log on the device and copy it once, as the loop
-# below does. Waits also hide where nobody wrote `.item()`: copying each batch
-# from ordinary memory is one, and `torch.cuda.set_sync_debug_mode("warn")`
-# finds them ([04](04-asynchrony-and-transfers.ipynb)).
+# (The book blames Python's global interpreter lock, but PyTorch releases it
+# while it waits.) Keep the log on the device and copy it once, as below. Waits
+# also hide where nobody wrote `.item()`, such as copying each batch from
+# ordinary memory; `torch.cuda.set_sync_debug_mode("warn")` finds them.
 
 # %%
 device = d2l_gpu.try_gpu()
@@ -91,11 +89,10 @@ print("the loss went down:", history[-1] < history[0])
 # %% [markdown]
 # ## What this lesson showed
 #
-# - The section comes down to five rules: choose the device, keep each
-#   operation's inputs on one device, copy only when needed, move data rarely
-#   and in bulk, and remember the queue.
-# - A wait at every step removes only the host's run-ahead: a step then costs
-#   between max(H, G) and H + G. A log kept on the device avoids it.
+# - Five rules: choose the device, keep each operation's inputs on one device,
+#   copy only when needed, move data rarely and in bulk, mind the queue.
+# - A wait at every step costs between max(H, G) and H + G per step; a log
+#   kept on the device avoids it.
 #
 # Next: [07 – Exercises](07-exercises.ipynb) answers the book's four questions
 # by measuring.
