@@ -164,10 +164,8 @@ def benchmark(
         for _ in range(warmup):
             fn()
     timer = TorchTimer("fn()", globals={"fn": fn}, timer=waiting_clock(device), num_threads=threads)
-    times: list[float] = []
-    spent = 0.0
-    # Short runs of Timer's loop until there are 10 blocks and min_run_time is spent: its
-    # blocks then stay near min_run_time / 10 even where a clock reading waits for a GPU.
+    times, spent = [], 0.0
+    # Short runs of Timer's loop keep blocks near min_run_time / 10 when the clock waits on a GPU.
     while len(times) < MIN_BLOCKS or spent < min_run_time:
         measured = timer.blocked_autorange(min_run_time=min_run_time / MIN_BLOCKS)
         times += measured.times
