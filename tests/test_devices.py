@@ -1,5 +1,6 @@
 """Device helpers on this machine and on simulated ones (monkeypatched torch queries)."""
 
+import os
 import subprocess
 import sys
 import time
@@ -61,7 +62,7 @@ def test_hiding_the_gpus_from_torch_rehearses_the_cpu_path():
     code = "import d2l_gpu; print(d2l_gpu.try_gpu(), d2l_gpu.num_gpus(), d2l_gpu.try_all_gpus())"
     if torch.backends.mps.is_available():
         pytest.skip("MPS cannot be hidden this way")
-    env = {"CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": "", "PATH": ""}
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HIP_VISIBLE_DEVICES": ""}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.split() == ["cpu", "0", "[device(type='cpu')]"], out.stderr
 
