@@ -64,10 +64,9 @@ if d2l_gpu.num_gpus() == 0:
 # GPU work must wait for host work done first, such as preparing each batch on
 # the CPU ([04](04-asynchrony-and-transfers.ipynb) measures it).
 #
-# (The book blames Python's global interpreter lock, but PyTorch releases it
-# while it waits.) Keep the log on the device and copy it once, as below. Waits
-# also hide where nobody wrote `.item()`, such as copying each batch from
-# ordinary memory; `torch.cuda.set_sync_debug_mode("warn")` finds them.
+# Keep the log on the device and copy it once, as below. Waits also hide where
+# nobody wrote `.item()`, such as copying each batch from ordinary memory;
+# `torch.cuda.set_sync_debug_mode("warn")` finds them.
 
 # %%
 device = d2l_gpu.try_gpu()
@@ -89,10 +88,10 @@ print("the loss went down:", history[-1] < history[0])
 # %% [markdown]
 # ## What this lesson showed
 #
-# - Five rules: choose the device, keep each operation's inputs on one device,
-#   copy only when needed, move data rarely and in bulk, mind the queue.
-# - A wait at every step costs between max(H, G) and H + G per step; a log
-#   kept on the device avoids it.
+# - Five rules: choose the device, keep an operation's inputs together, copy
+#   only when needed, move data rarely and in bulk, mind the queue.
+# - A wait at every step can raise a step's cost from max(H, G) up to H + G; a
+#   log kept on the device avoids it.
 #
 # Next: [07 – Exercises](07-exercises.ipynb) answers the book's four questions
 # by measuring.
