@@ -39,10 +39,9 @@ if d2l_gpu.num_gpus() == 0:
 # ## Why the hardware matters
 #
 # Since about 2000, the arithmetic a single GPU can do per second has grown by
-# roughly a factor of a thousand every ten years. Models grew along with it:
-# much of what deep learning does today would simply take too long on a CPU.
-# Getting that speed is not automatic, though. A GPU is a separate device with
-# its own memory, and the data a computation needs has to be there first.
+# roughly a factor of a thousand every ten years, and models grew with it: much
+# of deep learning would take too long on a CPU. But a GPU is a separate device
+# with its own memory, and the data a computation needs has to be there first.
 #
 # This section is about exactly that: naming devices, putting tensors and models
 # on them, and moving data between them without wasting the speed we came for.
@@ -78,13 +77,11 @@ else:
 # Apple Silicon Mac the report lists an `mps` device.
 #
 # The driver is all a PyTorch user has to install: PyTorch's CUDA packages bring
-# their own CUDA runtime. Two version numbers are easy to confuse. The "CUDA
-# Version" in the header of `nvidia-smi` is the newest CUDA the *driver*
-# supports, not a CUDA that is installed; `torch.version.cuda` is the CUDA this
-# PyTorch was built with. A driver runs builds up to its own number, older major
-# versions included; a build from a newer major version does not run on it. A
-# CPU-only PyTorch prints `None` here, and a ROCm build fills in
-# `torch.version.hip` instead:
+# their own CUDA runtime. The "CUDA Version" in the header of `nvidia-smi` is
+# the newest CUDA the *driver* supports; `torch.version.cuda` is the CUDA this
+# PyTorch was built with, which the driver runs unless its major version is
+# newer. A CPU-only PyTorch prints `None`; a ROCm build fills in
+# `torch.version.hip`:
 
 # %% tags=["nbval-ignore-output"]
 print("PyTorch built with CUDA:", torch.version.cuda, "| with ROCm (HIP):", torch.version.hip)
@@ -141,10 +138,9 @@ print("after set_default_device(None), torch.zeros goes to", torch.zeros(2).devi
 #
 # ## Code that meets machines with and without GPUs
 #
-# The same script often runs on a laptop without a GPU, on a workstation with
-# one, and on a cloud server with eight. Code that assumes a GPU crashes on the
-# laptop; code that ignores the GPU wastes the server. The helpers in `d2l_gpu`
-# pick what exists, so every lesson here runs anywhere.
+# The same script often runs on a laptop without a GPU and on a cloud server
+# with eight. Code that assumes a GPU crashes on the laptop; code that ignores
+# the GPU wastes the server. The helpers in `d2l_gpu` pick what exists.
 #
 # Running every demonstration of this section as written takes two GPUs,
 # because one of them copies data from one GPU to another. Renting a multi-GPU

@@ -7,11 +7,10 @@
 #
 # **What you will learn**
 #
-# - how PyTorch names the CPU and each GPU, and what one GPU device stands for;
-# - how to count the GPUs a machine has, which of them a process sees, and how
-#   to hide them all to try the CPU path;
+# - how PyTorch names the CPU and each GPU;
+# - how to count the GPUs, which of them a process sees, and how to hide them;
 # - how plain PyTorch picks an accelerator, and two helpers, `try_gpu` and
-#   `try_all_gpus`, that let the same code run with or without the GPU it asks for.
+#   `try_all_gpus`, that run with or without the GPU they ask for.
 #
 # **What you need**
 #
@@ -40,9 +39,9 @@ if d2l_gpu.num_gpus() == 0:
 #
 # A `torch.device` names a place that holds tensors and runs the arithmetic on
 # them. The CPU has one name, `cpu`, however many cores it has: they share the
-# computer's main memory. Each GPU gets its own name, because each
-# card has its own memory: `cuda:0` is the first card, `cuda:1` the second, and
-# plain `cuda` means the current card, which is `cuda:0` unless you change it.
+# computer's main memory. Each GPU, with its own memory, gets its own name:
+# `cuda:0` is the first card, `cuda:1` the second, and plain `cuda` the current
+# card, `cuda:0` unless you change it.
 # (AMD cards under ROCm use the same `cuda` names; an Apple Silicon Mac has a
 # single GPU called `mps`.)
 #
@@ -63,11 +62,10 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
-# Plain `cuda` has no index, so it is a different name from `cuda:0`, even
-# though both mean the first GPU on most machines. A tensor always records the
-# concrete device it is on, with its index, so comparing its `device` with
-# `torch.device("cuda")` is always false; compare the type instead, or use a
-# name that carries an index.
+# Plain `cuda` has no index, so it is a different name from `cuda:0`, though
+# both usually mean the first GPU. A tensor records its device with the index,
+# so comparing its `device` with `torch.device("cuda")` is always false; compare
+# the type instead, or use a name with an index.
 
 # %%
 plain, first = torch.device("cuda"), torch.device("cuda:0")
@@ -136,7 +134,7 @@ print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
 # %% [markdown]
 # ## Which GPUs a process sees
 #
-# The numbers above are what *this process* may use, not what is plugged in.
+# These are the GPUs *this process* may use, not what is plugged in.
 # The environment variable `CUDA_VISIBLE_DEVICES` (`HIP_VISIBLE_DEVICES` for
 # AMD's ROCm) lists the cards a process may see, and the ones it lists are
 # numbered again from 0. On a machine with four GPUs,
@@ -144,8 +142,8 @@ print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
 # and GPU 3 becomes `cuda:1`. Cluster schedulers often set it for each job.
 # CUDA reads it once, when it initialises in a process, so it belongs in the
 # command that starts Python or Jupyter (`CUDA_VISIBLE_DEVICES=1 python
-# train.py`). Set in a cell of a notebook that has already used the GPU, it
-# changes nothing. This is what this process was started with:
+# train.py`); set in a notebook that has already used the GPU, it changes
+# nothing. This process was started with:
 
 # %% tags=["nbval-ignore-output"]
 import os
@@ -167,9 +165,9 @@ print("CUDA_VISIBLE_DEVICES:", os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
 # process. That is the right call when a process owns one GPU: in a job started
 # by `torchrun`, each process calls it once, for the GPU its local rank picks,
 # as `d2l_gpu.distributed` does ([12](12-beyond-one-machine.ipynb)). A process
-# that uses several GPUs is better served by the context manager
-# `torch.cuda.device(i)`, which changes the current device inside its block
-# and restores it on the way out, even after an error. On two GPUs the cell
+# that uses several GPUs is better served by `torch.cuda.device(i)`, which
+# changes the current device inside its block and restores it on the way out,
+# even after an error. On two GPUs the cell
 # prints current device `0`, then `cuda:1` for a tensor made inside the block,
 # then `0` again. On one GPU the helpers' last GPU is `cuda:0` itself, so
 # nothing visibly changes.
@@ -191,8 +189,7 @@ else:
 # puts there, on every machine with fewer than two GPUs. Two helpers avoid that:
 #
 # - `try_gpu(i)` returns the i-th GPU if it exists and the CPU otherwise;
-# - `try_all_gpus()` returns every GPU, or `[cpu]` when there is none, so a loop
-#   over its result always has at least one device to work with.
+# - `try_all_gpus()` returns every GPU, or `[cpu]` when there is none.
 #
 # `try_gpu(3)` asks for a fourth GPU, which few machines have:
 

@@ -95,9 +95,9 @@ else:
 # ## Storage on the GPU
 #
 # The simplest way to put a tensor on a GPU is to create it there, with the
-# `device` argument: its elements are written straight into that GPU's memory,
-# and only that memory is used. Without a GPU, `try_gpu()` gives the CPU; on a
-# GPU the printout ends with `device='cuda:0'`.
+# `device` argument: its elements go straight into that GPU's memory. Without a
+# GPU, `try_gpu()` gives the CPU; on a GPU the printout ends with
+# `device='cuda:0'`.
 
 # %%
 X = torch.ones(2, 3, device=d2l_gpu.try_gpu())
@@ -118,9 +118,8 @@ print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:
 # Say `X` is on one device and `Y` on another, and we want `X + Y`. The book
 # puts `X` on the first GPU and a random `Y` on a second. With one GPU, the copy
 # that matters most is the one training makes for every batch, from main memory
-# to the GPU. So the next cell makes the pair to fit the machine: on two GPUs
-# the book's pair; on one, `X` in main memory and `Y` on the GPU; without a
-# GPU, both on the CPU.
+# to the GPU, so there `X` starts in main memory and `Y` on the GPU. Without a
+# GPU, both are on the CPU.
 
 # %%
 gpus = d2l_gpu.try_all_gpus()
@@ -173,12 +172,10 @@ print("Y + Z equals Y + 1:", torch.equal(Y + Z, Y + 1))
 # %% [markdown]
 # ### When `.to()` copies
 #
-# `Z` is already where `Y` is. Asking to move it there again costs nothing:
-# `.to()` returns the very same tensor object. With `copy=True` it allocates new
-# memory and copies every element, although the device does not change. The
-# book's Java API makes the same distinction with a flag; `Z.cuda(1)` behaves
-# like the no-copy form. `data_ptr()`, the address of a tensor's first element,
-# shows whether two tensors share memory.
+# `Z` is already where `Y` is, so `Z.to(Z.device)` costs nothing: it returns
+# the very same tensor. With `copy=True` it allocates new memory and copies
+# every element. (`Z.cuda(1)` behaves like the no-copy form.) `data_ptr()`, the
+# address of a tensor's first element, shows whether two tensors share memory.
 
 # %%
 W = Z.to(Z.device, copy=True)
@@ -197,9 +194,8 @@ print("same values:        ", torch.equal(W, Z))
 # [04 – Asynchrony and transfers](04-asynchrony-and-transfers.ipynb) measures
 # each of them:
 #
-# - a transfer is slow next to the arithmetic it feeds: main memory and a GPU
-#   talk over a bus (PCIe) that moves tens of GB/s, while a GPU reads its own
-#   memory at hundreds of GB/s to several TB/s;
+# - a transfer is slow next to the arithmetic it feeds: the bus between main
+#   memory and a GPU (PCIe) moves tens of GB/s, a GPU's own memory up to TB/s;
 # - every transfer has a fixed cost, so many small ones are much worse than one
 #   large one;
 # - some calls make the CPU wait for the GPU, like waiting at a coffee counter
@@ -207,10 +203,9 @@ print("same values:        ", torch.equal(W, Z))
 #
 # ### Printing and NumPy go through main memory
 #
-# Some calls copy by themselves, because of what they are for: `print` needs
-# the values in main memory, so for a GPU tensor it copies them to the host
-# first. `.numpy()` does not: on a GPU tensor it raises a `TypeError` that asks
-# for `.cpu()` first. A `meta` tensor shows the same refusal on any machine:
+# `print` needs the values in main memory, so for a GPU tensor it copies them
+# to the host first. `.numpy()` does not: on a GPU tensor it raises a
+# `TypeError` that asks for `.cpu()` first, as a `meta` tensor shows anywhere:
 
 # %%
 try:

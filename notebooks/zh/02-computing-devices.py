@@ -7,9 +7,9 @@
 #
 # **你将学到**
 #
-# - PyTorch 怎样称呼 CPU 和每一块 GPU，一个 GPU 设备代表什么；
-# - 怎样数出一台机器上有几块 GPU，一个进程能看到其中哪几块，以及怎样把它们全部隐藏，模拟没有 GPU 的机器；
-# - 原生 PyTorch 怎样选加速器，以及 `try_gpu` 和 `try_all_gpus` 两个辅助函数：不管要的 GPU 在不在，同一份代码都能运行。
+# - PyTorch 怎样称呼 CPU 和每一块 GPU；
+# - 怎样数出有几块 GPU，一个进程能看到其中哪几块，怎样把它们隐藏；
+# - 原生 PyTorch 怎样选加速器，以及 `try_gpu` 和 `try_all_gpus` 两个辅助函数：不管要的 GPU 在不在，它们都能运行。
 #
 # **你需要**
 #
@@ -40,8 +40,8 @@ if d2l_gpu.num_gpus() == 0:
 #
 # `torch.device` 表示存放张量、对张量做运算的位置。
 # CPU 只有一个名字 `cpu`，不管它有多少个核心，因为这些核心共用电脑的内存。
-# 每块 GPU 都有自己的名字，因为每块卡都有自己的显存：`cuda:0` 是第一块，`cuda:1` 是第二块。
-# 单写 `cuda` 指当前的那块卡，如果没有改过，就是 `cuda:0`。
+# 每块 GPU 有自己的显存，也有自己的名字：`cuda:0` 是第一块，`cuda:1` 是第二块，
+# 单写 `cuda` 指当前的那块卡，没有改过就是 `cuda:0`。
 # （ROCm 下的 AMD 显卡也用 `cuda` 这套名字；Apple 芯片的 Mac 只有一块 GPU，叫 `mps`。）
 #
 # 创建一个 `torch.device` 对象既不分配内存，也不做检查，所以下面几行在任何机器上都能运行：
@@ -60,9 +60,9 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
-# 单写的 `cuda` 不带编号，所以它和 `cuda:0` 是两个不同的名字，尽管在大多数机器上两者都指第一块 GPU。
-# 张量记下的总是具体的设备，带着编号。因此拿张量的 `device` 和 `torch.device("cuda")` 比较，
-# 结果总是 `False`。应当比较设备类型，或者使用带编号的名字。
+# 单写的 `cuda` 不带编号，所以它和 `cuda:0` 是两个不同的名字，尽管两者通常都指第一块 GPU。
+# 张量记下的设备带着编号，因此拿张量的 `device` 和 `torch.device("cuda")` 比较，结果总是 `False`。
+# 应当比较设备类型，或者使用带编号的名字。
 
 # %%
 plain, first = torch.device("cuda"), torch.device("cuda:0")
@@ -128,13 +128,13 @@ print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
 # %% [markdown]
 # ## 一个进程能看到哪些 GPU
 #
-# 上面的数字是*这个进程*能用的 GPU，而不是机器上插了几块。
+# 这些是*这个进程*能用的 GPU，而不是机器上插了几块。
 # 环境变量 `CUDA_VISIBLE_DEVICES`（AMD 的 ROCm 用 `HIP_VISIBLE_DEVICES`）列出一个进程能看到的卡，
 # 列出的卡从 0 开始重新编号。在有四块 GPU 的机器上，`CUDA_VISIBLE_DEVICES=2,3` 只留下两块：
 # 物理上的 2 号 GPU 成为 `cuda:0`，3 号成为 `cuda:1`。集群的作业调度系统常常为每个作业设好这个变量。
 # CUDA 只在进程里初始化时读取一次这个变量，所以应当把它写在启动 Python 或 Jupyter 的命令里
-# （`CUDA_VISIBLE_DEVICES=1 python train.py`）。如果笔记本已经用过 GPU，再在单元格里设置它就不起作用了。
-# 下面打印本进程启动时得到的值：
+# （`CUDA_VISIBLE_DEVICES=1 python train.py`）；笔记本已经用过 GPU 之后再设置它，就不起作用了。
+# 本进程启动时得到的值是：
 
 # %% tags=["nbval-ignore-output"]
 import os
@@ -152,7 +152,7 @@ print("CUDA_VISIBLE_DEVICES:", os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
 # 在一个进程里，单写的 `cuda` 指*当前* CUDA 设备，没有改过就是 `cuda:0`。
 # `torch.cuda.set_device(i)` 会在进程余下的时间里改变它。一个进程只用一块 GPU 时，这正是该用的调用：
 # 在 `torchrun` 启动的作业里，每个进程按本地编号选定一块 GPU，用它调用一次 `set_device`，`d2l_gpu.distributed` 就是这样做的
-# （见 [12](12-beyond-one-machine.ipynb)）。一个进程要用多块 GPU 时，更适合用上下文管理器
+# （见 [12](12-beyond-one-machine.ipynb)）。一个进程要用多块 GPU 时，更适合用
 # `torch.cuda.device(i)`：它只在代码块内改变当前设备，离开时恢复原样，即使出错也一样。
 # 有两块 GPU 时，下面的单元格先打印当前设备 `0`，再打印块内新建的张量在 `cuda:1` 上，最后又打印 `0`。
 # 只有一块 GPU 时，辅助函数给出的最后一块 GPU 就是 `cuda:0` 本身，所以看不出任何变化。
@@ -174,8 +174,7 @@ else:
 # 一在这块卡上创建张量就会出错。下面两个辅助函数可以避免这个问题：
 #
 # - `try_gpu(i)`：第 i 块 GPU 存在就返回它，否则返回 CPU；
-# - `try_all_gpus()`：返回全部 GPU，一块都没有时返回 `[cpu]`，
-#   所以遍历它的循环至少有一个设备可用。
+# - `try_all_gpus()`：返回全部 GPU，一块都没有时返回 `[cpu]`。
 #
 # `try_gpu(3)` 要的是第四块 GPU，很少有机器有这么多卡：
 
