@@ -73,7 +73,7 @@ if d2l_gpu.num_gpus() == 0:
 # | L4 (`NVIDIA L4`) | 30.3 | 60 | 121 | 300 | 31.5 (PCIe 4.0 x16) |
 # | T4 (`Tesla T4`) | 8.1 | none | none | 320 | 15.8 (PCIe 3.0 x16) |
 # | Apple M2, 10-core GPU (`Apple M2`) | 3.6 | none | none | 100 (shared) | none: one memory |
-# | a CPU (an estimate) | threads x 3 GHz x 32 or 64 | none | none | about 50 | none |
+# | a CPU (an estimate) | threads × 3 GHz × 32 or 64 | none | none | about 50 | none |
 #
 # The GPU figures are the makers' own: NVIDIA's datasheets, and Apple's figures
 # for the M2 at its launch. NVIDIA prints tensor-core figures twice, the larger
