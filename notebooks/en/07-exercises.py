@@ -159,10 +159,11 @@ print("(a) and (b) log the same numbers:", same)
 # On a CPU an operation is done when its call returns: nothing to wait for, and
 # (a) and (b) should take about as long. At n = 100 a GPU step is host-bound
 # (G much smaller than H): the GPU idles in both, (a) pays a round trip per step
-# and (b) one more launch, so the gap is small and machine-dependent (two runs
-# on one H200 fell on either side of the band's edge). So on a CUDA GPU the cell
-# first grows n until G matches H (`d2l_gpu.host_and_device_seconds` measures
-# one step of (b)), and compares there, taking the 1000 products from ten pairs.
+# and (b) one more launch, so the gap is small and machine-dependent (of two
+# runs on one H200, one printed a ratio inside the band, one just outside). So
+# on a CUDA GPU the cell first grows n until G matches H
+# (`d2l_gpu.host_and_device_seconds` measures one step of (b)), and compares
+# there, taking the 1000 products from ten pairs.
 # No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output"]

@@ -97,8 +97,8 @@ print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
 # each other's memory, through the host's memory where they cannot (common on
 # consumer and cloud cards), and over the network between machines. It needs a
 # GPU *of its own* in every process: two processes on one GPU stop with
-# "Duplicate GPU detected". `gloo` works everywhere and takes GPU tensors too,
-# copying them through the CPU. A process alone cannot see whether another uses
+# "Duplicate GPU detected". `gloo` works everywhere and takes GPU tensors too
+# for the common collectives, copying them through the CPU. A process alone cannot see whether another uses
 # the same GPU, so `process_group()` first lets the processes swap a name for
 # their device that means the same in all of them (the GPU's UUID, or `cpu`),
 # and each makes the same choice from the same list:
@@ -169,10 +169,10 @@ print(*sorted(line for line in out.splitlines() if "all_reduce(sum)" in line), s
 # only when every process has joined, so `d2l_gpu.benchmark`, which picks its
 # own number of calls, cannot time it: the processes would disagree and one
 # would wait forever. The demo makes a fixed number of calls, each after a
-# barrier, and waits for the device before reading the clock. So each call's
-# time includes its full latency, while the local operations, timed in blocks,
-# show their throughput: a fair match for a training step, which waits for
-# each collective it makes.
+# barrier, and waits for the device before reading the clock. So each
+# `all_reduce` pays its whole latency, while calls of the local operations,
+# timed in blocks, may overlap: keep that difference in mind when reading the
+# ratios printed above.
 #
 # For the 256-byte matrix the `all_reduce` costs many times the local sum:
 # that is latency, waking the other process and a round trip through the
@@ -211,8 +211,8 @@ finally:
 
 # %% [markdown]
 # (`process_group()` calls `torch.cuda.set_device` in each process, the usual
-# DDP idiom: a process that owns one GPU for its whole life is where a
-# process-wide default device is the right call.)
+# DDP idiom: when a process owns one GPU for its whole life, a process-wide
+# default device is the right choice.)
 #
 # ## Two servers
 #

@@ -79,7 +79,7 @@ for shape, dtype in [
 # `torch.cuda.empty_cache()` 把分配器持有但没在用的显存还给驱动，让别的进程能用。
 # 它不会让本进程可用的显存变多，存活的张量也照旧占着自己那份。下一个单元格在
 # CUDA GPU 上跟踪一个 64 MiB 张量从创建到删除的过程。Apple 的 MPS 有自己的两个计数器，
-# 单元格在那里读它们。CPU 没有这样的分配器：CPU 上的张量就在进程的普通内存里，
+# 在 MPS 上单元格读的是这两个。CPU 没有这样的分配器：CPU 上的张量就在进程的普通内存里，
 # 由操作系统统计，所以在 CPU 上这个单元格不调用任何 GPU 接口。
 #
 # 在 CUDA GPU 上，单元格先用 `torch.cuda.init()` 显式初始化 CUDA。PyTorch 初始化 CUDA
