@@ -8,6 +8,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,6 +68,10 @@ def run_gpu_check(tmp_path: Path, *args: str, path: str | None = None):
     return done, report
 
 
+TORCH_SEES_A_GPU = torch.cuda.device_count() > 0 or torch.backends.mps.is_available()
+
+
+@pytest.mark.skipif(TORCH_SEES_A_GPU, reason="torch sees a GPU here, so nothing is missed")
 def test_gpu_check_stops_plainly_when_torch_cannot_see_the_listed_gpu(tmp_path):
     fake = tmp_path / "bin"
     fake.mkdir()
@@ -79,7 +84,7 @@ def test_gpu_check_stops_plainly_when_torch_cannot_see_the_listed_gpu(tmp_path):
     assert not (report / "executed").exists(), "nothing runs on the CPU in the GPU's place"
 
 
-@pytest.mark.skipif(gpu_check.listed_gpus() != [], reason="this machine has a GPU")
+@pytest.mark.skipif(TORCH_SEES_A_GPU or gpu_check.listed_gpus(), reason="this machine has a GPU")
 def test_gpu_check_on_a_cpu_machine_says_so_runs_what_it_can_and_reports(tmp_path):
     lessons = tmp_path / "en"
     lessons.mkdir()
