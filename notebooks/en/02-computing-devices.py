@@ -45,7 +45,7 @@ if d2l_gpu.num_gpus() == 0:
 # (AMD cards under ROCm use the same `cuda` names; an Apple Silicon Mac has a
 # single GPU called `mps`.)
 #
-# Making a name allocates nothing and checks nothing, so these work on any machine:
+# Making a `torch.device` allocates nothing and checks nothing, so these work anywhere:
 
 # %%
 for name in [torch.device("cpu"), torch.device("cuda"), torch.device("cuda", 1)]:
@@ -167,10 +167,9 @@ print("CUDA_VISIBLE_DEVICES:", os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
 # as `d2l_gpu.distributed` does ([12](12-beyond-one-machine.ipynb)). A process
 # that uses several GPUs is better served by `torch.cuda.device(i)`, which
 # changes the current device inside its block and restores it on the way out,
-# even after an error. On two GPUs the cell
-# prints current device `0`, then `cuda:1` for a tensor made inside the block,
-# then `0` again. On one GPU the helpers' last GPU is `cuda:0` itself, so
-# nothing visibly changes.
+# even after an error. On two GPUs the cell prints current device `0`, then
+# `cuda:1` for a tensor made inside the block, then `0` again. On one GPU the
+# helpers' last GPU is `cuda:0` itself, so nothing visibly changes.
 
 # %% tags=["nbval-ignore-output"]
 if d2l_gpu.accelerator_type() == "cuda":

@@ -118,8 +118,8 @@ print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:
 # Say `X` is on one device and `Y` on another, and we want `X + Y`. The book
 # puts `X` on the first GPU and a random `Y` on a second. With one GPU, the copy
 # that matters most is the one training makes for every batch, from main memory
-# to the GPU, so there `X` starts in main memory and `Y` on the GPU. Without a
-# GPU, both are on the CPU.
+# to the GPU, so the next cell then makes `X` in main memory and `Y` on the GPU.
+# Without a GPU, both are on the CPU.
 
 # %%
 gpus = d2l_gpu.try_all_gpus()

@@ -110,7 +110,7 @@ print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:
 # 假设 `X` 在一个设备上，`Y` 在另一个设备上，我们想计算 `X + Y`。
 # 原书把 `X` 放在第一块 GPU 上，把随机张量 `Y` 放在第二块上。
 # 只有一块 GPU 时，最要紧的复制是训练中每个批次都要做的那一次：从内存复制到 GPU。
-# 所以这时 `X` 先放在内存里，`Y` 放在 GPU 上。没有 GPU 时，两者都在 CPU 上。
+# 所以这时下一个单元格在内存里创建 `X`，在 GPU 上创建 `Y`。没有 GPU 时，两者都在 CPU 上。
 
 # %%
 gpus = d2l_gpu.try_all_gpus()
