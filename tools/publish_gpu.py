@@ -35,6 +35,8 @@ def clean(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def publish(report: Path, notebooks: Path = NOTEBOOKS) -> Path:
     """Copy a report's passed lessons into notebooks/gpu/<machine>/; return that folder."""
+    if not (report / "run.json").is_file():
+        raise SystemExit(f"{report}: no run.json here; `make gpu-check` writes one")
     run = json.loads((report / "run.json").read_text(encoding="utf-8"))
     if not run.get("gpus"):
         raise SystemExit(f"{report}: this run had no GPU, so there is nothing to publish")
