@@ -2,7 +2,7 @@
 
 Needs Python with torch, plus pytest, nbclient, nbformat and ipykernel (and what the
 lessons import: numpy, matplotlib); a box without network gets them as wheels
-(CONTRIBUTING.md, "gpu-check on a machine without network"). Steps, in order:
+(CONTRIBUTING.md has the recipe). Steps, in order:
 
 1. the GPUs: fails, and stops, when nvidia-smi lists GPUs that torch cannot see;
 2. `python -m d2l_gpu info`;
