@@ -93,15 +93,15 @@ print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
 
 # %% [markdown]
 # The processes must also agree on how to talk. `nccl` moves data between NVIDIA
-# GPUs without Python in the way: over NVLink or PCIe where the cards can reach
-# each other's memory, through the host's memory where they cannot (common on
-# consumer and cloud cards), and over the network between machines. It needs a
-# GPU *of its own* in every process: two processes on one GPU stop with
-# "Duplicate GPU detected". `gloo` works everywhere and takes GPU tensors too
-# for the common collectives, copying them through the CPU. A process alone cannot see whether another uses
-# the same GPU, so `process_group()` first lets the processes swap a name for
-# their device that means the same in all of them (the GPU's UUID, or `cpu`),
-# and each makes the same choice from the same list:
+# GPUs by the best path the machine offers: over NVLink or PCIe where the cards
+# can reach each other's memory, through the host's memory where they cannot
+# (common on consumer and cloud cards), and over the network between machines.
+# It needs a GPU *of its own* in every process: two processes on one GPU stop
+# with "Duplicate GPU detected". `gloo` works everywhere and takes GPU tensors
+# too for the common collectives, copying them through the CPU. A process alone
+# cannot see whether another uses the same GPU, so `process_group()` first lets
+# the processes swap a name for their device that means the same in all of them
+# (the GPU's UUID, or `cpu`), and each makes the same choice from the same list:
 
 # %%
 examples = {

@@ -89,8 +89,8 @@ print(plain.stderr.splitlines()[0])
 print([str(distributed.rank_device(local_rank)) for local_rank in range(4)])
 
 # %% [markdown]
-# 各进程还必须约定怎样通信。`nccl` 在 NVIDIA GPU 之间传数据，不经过 Python：
-# 几块卡能直接访问彼此的显存时，走 NVLink 或 PCIe；不能时（消费级显卡和云上的卡
+# 各进程还必须约定怎样通信。`nccl` 走机器能提供的最好路径，在 NVIDIA GPU 之间
+# 传数据：几块卡能直接访问彼此的显存时，走 NVLink 或 PCIe；不能时（消费级显卡和云上的卡
 # 常常如此），经主机内存中转；跨机器时走网络。它要求每个进程都有一块*自己的* GPU，
 # 两个进程共用一块 GPU 时会报错 `Duplicate GPU detected` 并停下。`gloo` 在哪里都能用，
 # 常用的集合通信也接受 GPU 张量，只是要经 CPU 中转。单个进程看不出别的进程是否在用同一块 GPU，
