@@ -151,10 +151,10 @@ print("(a) and (b) log the same numbers:", same)
 # What does the wait cost? On one CUDA stream a kernel starts as soon as it is
 # launched and the GPU is free, so within a step the host (time H) and the GPU
 # (time G) still overlap, even when the step ends in `.item()`. The wait removes
-# only the running ahead: the host can no longer queue step k + 1 while the GPU
-# runs step k. So a step of (b) costs about max(H, G), and a step of (a) between
-# max(H, G) and H + G, plus a round trip to the host. It reaches H + G only when
-# the step's GPU work must wait for all its host work.
+# only the run-ahead across steps: the host can no longer queue step k + 1 while
+# the GPU runs step k. So a step of (b) costs about max(H, G), and a step of (a)
+# between max(H, G) and H + G, plus a round trip to the host. It reaches H + G
+# only when the step's GPU work must wait for all its host work.
 #
 # On a CPU an operation is done when its call returns: nothing to wait for, and
 # (a) and (b) should take about as long. At n = 100 a GPU step is host-bound
@@ -247,8 +247,8 @@ else:
 #   call it cannot hide.
 # - Save `state_dict`s; load them with `weights_only=True` and a `map_location`,
 #   and a checkpoint from a GPU opens anywhere.
-# - `.item()` every step costs little on a CPU. On a GPU it stops the host
-#   running ahead, and costs most where a step's host and GPU times match. Keep
+# - `.item()` every step costs little on a CPU. On a GPU it stops the host's
+#   run-ahead, and costs most where a step's host and GPU times match. Keep
 #   values on the device; move them once.
 # - Two GPUs can run two products at once; one GPU cannot show it.
 #
