@@ -40,18 +40,22 @@ if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
 # %% [markdown]
-# ## A plain clock measures the launch
+# ## A clock must wait: `Timer`
 #
-# On a GPU, `torch.matmul` checks its arguments, puts a kernel in the device's
-# queue and returns. A clock read right after the call therefore tells you how
-# long it took to *launch* the work, not to do it. The cell reads the clock
-# twice around ten products: once when the loop returns, once after
-# `d2l_gpu.synchronize(device)` has waited for the queue to empty. Three calls
-# before the clock starts are a *warm-up*: the first calls of a kernel pay for
-# choosing an algorithm and allocating memory, which later calls do not.
+# [04](04-asynchrony-and-transfers.ipynb) showed that on a GPU a loop of
+# products returns long before the device has done them. A clock read right
+# after the loop therefore measures how long it took to *launch* the work, not
+# to do it. The book times its experiments with a small `Timer` class
+# (`start`, `stop`, `avg`, `sum`, `cumsum`) that reads the clock without
+# waiting, so on a GPU it times launches. `d2l_gpu.Timer` keeps the book's
+# names but waits for the device before every reading.
 #
-# On a CPU the product is computed inside the call, so the two readings agree.
-# On a GPU the first reading is only a small fraction of the second.
+# The cell times ten products both ways. Ten products before any clock
+# starts are a *warm-up*: the first calls of a kernel pay for choosing an
+# algorithm and setting up memory, which later calls do not. On a CPU the product is
+# computed inside the call, so both clocks agree; on a GPU the clock that does
+# not wait reads only a small fraction of the other. Then `Timer` measures the
+# same work four more times.
 
 # %% tags=["nbval-ignore-output"]
 import time
@@ -60,47 +64,36 @@ device = d2l_gpu.try_gpu()
 n = 256 if device.type == "cpu" else 4096  # a GPU needs large work to stay busy
 a = torch.randn(n, n, device=device)
 c = torch.empty_like(a)
-for _ in range(3):  # warm-up
-    torch.matmul(a, a, out=c)
-d2l_gpu.synchronize(device)
 
-start = time.perf_counter()
-for _ in range(10):
-    torch.matmul(a, a, out=c)
-launched = time.perf_counter() - start  # Python is done; the device may not be
-d2l_gpu.synchronize(device)
-finished = time.perf_counter() - start
-print(f"10 products of {n}x{n} on {device}:")
-print(f"  clock read when the loop returned: {launched * 1e3:8.2f} ms")
-print(f"  clock read after waiting:          {finished * 1e3:8.2f} ms")
 
-# %% [markdown]
-# ## `Timer`: the book's clock, waiting for the device
-#
-# The book times its experiments with a small `Timer` class (`start`, `stop`,
-# `avg`, `sum`, `cumsum`). Its version reads the clock without waiting, so on a
-# GPU it times launches. `d2l_gpu.Timer` keeps the same names but waits for the
-# device before every reading. Repeating the measurement a few times shows the
-# next problem: the readings differ.
-
-# %% tags=["nbval-ignore-output"]
-timer = d2l_gpu.Timer(device)  # starts at once, after the device is idle
-for _ in range(10):
-    torch.matmul(a, a, out=c)
-print(f"one reading: {timer.stop() * 1e3:.2f} ms for 10 products")
-for _ in range(4):
-    timer.start()
+def ten_products():
     for _ in range(10):
         torch.matmul(a, a, out=c)
+
+
+ten_products()  # warm-up
+d2l_gpu.synchronize(device)
+start = time.perf_counter()
+ten_products()
+plain = time.perf_counter() - start  # Python is done; the device may not be
+timer = d2l_gpu.Timer(device)  # waits for the device, then starts
+ten_products()
+timer.stop()  # waits for the device, then reads the clock
+print(f"10 products of {n}x{n} on {device}:")
+print(f"  a clock that does not wait: {plain * 1e3:8.2f} ms")
+print(f"  d2l_gpu.Timer, which waits: {timer.times[0] * 1e3:8.2f} ms")
+for _ in range(4):
+    timer.start()
+    ten_products()
     timer.stop()
 readings = ", ".join(f"{t * 1e3:.2f}" for t in timer.times)
-print(f"five readings (ms): {readings}; mean {timer.avg() * 1e3:.2f} ms")
+print(f"five Timer readings (ms): {readings}; mean {timer.avg() * 1e3:.2f} ms")
 
 # %% [markdown]
 # ## `benchmark()`: warm-up, blocks, a median and its spread
 #
-# A single reading can land on a moment when another program holds the CPU, or
-# when the GPU is still raising its clock speed. `d2l_gpu.benchmark` is built
+# The five readings differ. A single reading can land on a moment when another
+# program holds the CPU, or when the GPU is still raising its clock speed. `d2l_gpu.benchmark` is built
 # on PyTorch's own instrument, `torch.utils.benchmark.Timer`, and does what a
 # careful person would do by hand:
 #
@@ -161,10 +154,6 @@ if device.type == "cuda":
         end.record(stream)
         end.synchronize()  # wait until the GPU has passed the second marker
         return begin.elapsed_time(end), (time.perf_counter() - start) * 1e3
-
-    def ten_products():
-        for _ in range(10):
-            torch.matmul(a, a, out=c)
 
     def tiny_kernels():
         for _ in range(200):

@@ -42,17 +42,18 @@ if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
 # %% [markdown]
-# ## 普通时钟量到的是启动
+# ## 时钟必须先等设备：`Timer`
 #
-# 在 GPU 上，`torch.matmul` 检查参数，把一个核函数放进设备的队列，然后就返回。
-# 所以调用刚返回就读时钟，得到的是*启动*这项工作用的时间，而不是做完它用的时间。
-# 下面的单元格围绕十次矩阵乘法读两次时钟：一次在循环返回时，
-# 一次在 `d2l_gpu.synchronize(device)` 等到队列清空之后。
-# 开始计时之前的三次调用是*预热*：一个核函数的头几次调用要挑选算法、分配内存，
-# 后面的调用就不必再付这些代价。
+# [04](04-asynchrony-and-transfers.ipynb) 说明了：在 GPU 上，一串矩阵乘法的循环早在设备算完之前就返回了。
+# 所以循环刚结束就读时钟，量到的是*启动*这些工作用的时间，而不是做完它们用的时间。
+# 原书用一个小小的 `Timer` 类给实验计时（`start`、`stop`、`avg`、`sum`、`cumsum`），
+# 它读时钟之前不等设备，所以在 GPU 上量到的只是启动。
+# `d2l_gpu.Timer` 保留原书的方法名，但每次读数之前都先等设备做完。
 #
-# 在 CPU 上，乘法在调用之内就算完了，所以两次读数一致。
-# 在 GPU 上，第一次读数只是第二次的一小部分。
+# 下面的单元格用两种方式给十次矩阵乘法计时。开始计时之前先做的十次乘法是*预热*：
+# 一个核函数的头几次调用要挑选算法、准备内存，后面的调用就不必再付这些代价。
+# 在 CPU 上，乘法在调用之内就算完了，所以两种读数一致；
+# 在 GPU 上，不等设备的那次读数只是另一次的一小部分。接着，`Timer` 把同样的工作再测四次。
 
 # %% tags=["nbval-ignore-output"]
 import time
@@ -61,45 +62,35 @@ device = d2l_gpu.try_gpu()
 n = 256 if device.type == "cpu" else 4096  # GPU 要有足够大的工作才能一直忙着
 a = torch.randn(n, n, device=device)
 c = torch.empty_like(a)
-for _ in range(3):  # 预热
-    torch.matmul(a, a, out=c)
-d2l_gpu.synchronize(device)
 
-start = time.perf_counter()
-for _ in range(10):
-    torch.matmul(a, a, out=c)
-launched = time.perf_counter() - start  # Python 已经返回，设备未必做完
-d2l_gpu.synchronize(device)
-finished = time.perf_counter() - start
-print(f"10 products of {n}x{n} on {device}:")
-print(f"  clock read when the loop returned: {launched * 1e3:8.2f} ms")
-print(f"  clock read after waiting:          {finished * 1e3:8.2f} ms")
 
-# %% [markdown]
-# ## `Timer`：原书的计时器，读数前先等设备
-#
-# 原书用一个小小的 `Timer` 类给实验计时（`start`、`stop`、`avg`、`sum`、`cumsum`）。
-# 原书的版本读时钟之前不等设备，所以在 GPU 上量到的只是启动。
-# `d2l_gpu.Timer` 保留同样的方法名，但每次读数之前都先等设备做完。
-# 把同一个测量重复几次，就会看到下一个问题：每次读数都不一样。
-
-# %% tags=["nbval-ignore-output"]
-timer = d2l_gpu.Timer(device)  # 创建时就开始计时，先等设备空闲
-for _ in range(10):
-    torch.matmul(a, a, out=c)
-print(f"one reading: {timer.stop() * 1e3:.2f} ms for 10 products")
-for _ in range(4):
-    timer.start()
+def ten_products():
     for _ in range(10):
         torch.matmul(a, a, out=c)
+
+
+ten_products()  # 预热
+d2l_gpu.synchronize(device)
+start = time.perf_counter()
+ten_products()
+plain = time.perf_counter() - start  # Python 已经返回，设备未必做完
+timer = d2l_gpu.Timer(device)  # 先等设备做完，再开始计时
+ten_products()
+timer.stop()  # 先等设备做完，再读时钟
+print(f"10 products of {n}x{n} on {device}:")
+print(f"  a clock that does not wait: {plain * 1e3:8.2f} ms")
+print(f"  d2l_gpu.Timer, which waits: {timer.times[0] * 1e3:8.2f} ms")
+for _ in range(4):
+    timer.start()
+    ten_products()
     timer.stop()
 readings = ", ".join(f"{t * 1e3:.2f}" for t in timer.times)
-print(f"five readings (ms): {readings}; mean {timer.avg() * 1e3:.2f} ms")
+print(f"five Timer readings (ms): {readings}; mean {timer.avg() * 1e3:.2f} ms")
 
 # %% [markdown]
 # ## `benchmark()`：预热、分块、中位数与离散程度
 #
-# 一次读数可能恰好碰上别的程序占着 CPU，或者 GPU 还在提升时钟频率。
+# 五次读数各不相同。一次读数可能恰好碰上别的程序占着 CPU，或者 GPU 还在提升时钟频率。
 # `d2l_gpu.benchmark` 建立在 PyTorch 自带的测量工具 `torch.utils.benchmark.Timer` 之上，
 # 做的正是细心的人会亲手做的事：
 #
@@ -153,10 +144,6 @@ if device.type == "cuda":
         end.record(stream)
         end.synchronize()  # 等 GPU 走过第二个标记
         return begin.elapsed_time(end), (time.perf_counter() - start) * 1e3
-
-    def ten_products():
-        for _ in range(10):
-            torch.matmul(a, a, out=c)
 
     def tiny_kernels():
         for _ in range(200):
