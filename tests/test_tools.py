@@ -112,7 +112,7 @@ def fabricated(tmp_path: Path, gpus: list[str]) -> tuple[Path, Path]:
     notebooks, report = tmp_path / "notebooks", tmp_path / "report"
     for language in ("en", "zh"):
         (notebooks / language).mkdir(parents=True)
-        current = notebook("# # X: a lesson", "a = 1", "b = 2", "b = 2", "print(a)")
+        current = notebook("# # X: a lesson", "a = 1\n# a comment", "b = 2", "b = 2", "print(a)")
         nbformat.write(current, notebooks / language / "01-x.ipynb")
         ran = notebook("# # X: old title", "a = 1", "b = 2", "print(a + 1)", tags=["key-result"])
         ran.cells[-1].outputs = [nbformat.v4.new_output("stream", text="2 GB/s\n")]
@@ -142,7 +142,7 @@ def test_publish_copies_passed_lessons_with_a_manifest_and_writes_one_page(tmp_p
     page = publish_gpu.render(notebooks)
     assert "## 2 × Fake GPU 9000 (`fake-gpu-9000/`)" in page
     assert "Driver 1.2, torch 2.x (CUDA 13)" in page and "2000-01-01" in page
-    # a = 1 and one b = 2 are as run; the second b = 2 and print(a) are not.
+    # a = 1 (comments aside) and one b = 2 are as run; the second b = 2 and print(a) are not.
     row = "| 01 – X | [2 of 4](fake-gpu-9000/en/01-x.ipynb) | not run on this machine |"
     assert row in page
     assert "01 – X (en):" in page and "2 GB/s" in page

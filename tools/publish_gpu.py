@@ -71,7 +71,9 @@ def key_results(notebook: nbformat.NotebookNode) -> list[str]:
 
 
 def code_cells(notebook: nbformat.NotebookNode) -> list[str]:
-    return [c.source.strip() for c in notebook.cells if c.cell_type == "code"]
+    """Each code cell's code, without comment lines and blank lines (they print nothing)."""
+    code = [c.source.splitlines() for c in notebook.cells if c.cell_type == "code"]
+    return ["\n".join(s for s in lines if s.strip()[:1] not in ("", "#")) for lines in code]
 
 
 def as_run(published: nbformat.NotebookNode, current: Path) -> str:
@@ -100,9 +102,9 @@ def render(notebooks: Path = NOTEBOOKS) -> str:
         "Each folder holds the lessons as `make gpu-check` executed them on one machine,",
         "published by `make gpu-publish` (`tools/publish_gpu.py`, which generates this page).",
         "They are records to read; the lessons to edit and run are in `../en/` and `../zh/`.",
-        '"As run" counts the current lesson\'s code cells whose code is exactly what that',
-        "machine ran (counted when this page was generated); other cells' outputs there come",
-        "from older code or are missing.",
+        '"As run" counts the current lesson\'s code cells whose code (comments aside) is exactly',
+        "what that machine ran, counted when this page was generated; the other cells' outputs",
+        "there come from older code or are missing.",
         "",
         "每个目录是 `make gpu-check` 在一台机器上执行过的各课，只供阅读；"
         "“as run” 是当前课程中与那台机器运行时完全相同的代码单元格数。",
