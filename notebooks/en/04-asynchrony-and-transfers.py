@@ -32,7 +32,7 @@ import d2l_gpu
 
 torch.manual_seed(0)
 print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
-print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+print("devices the helpers will use:", ", ".join(map(str, d2l_gpu.try_all_gpus())))
 if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
@@ -83,26 +83,26 @@ print(f"  the second reading is {finished / queued:.1f}x the first: {meaning}")
 # a GPU, where a "transfer" is a copy within main memory.
 
 # %% tags=["nbval-ignore-output", "key-result"]
-host = torch.randn(512, 512)  # 1 MiB in main memory
+host = torch.randn(1024, 1024)  # 4 MiB in main memory
 on_device = host.to(device)
 landing, out = torch.empty_like(on_device), torch.empty_like(on_device)
 print(d2l_gpu.compare(
     lambda: torch.mul(on_device, 2, out=out),
     lambda: landing.copy_(host),
-    labels=(f"x * 2 on {device}", f"copying 1 MiB to {device}"),
+    labels=(f"x * 2 on {device}", f"copying 4 MiB to {device}"),
 ))
-pieces = [torch.randn(1024) for _ in range(256)]  # the same MiB in 4 KiB pieces
+pieces = [torch.randn(1024) for _ in range(1024)]  # the same 4 MiB in 4 KiB pieces
 landings = [torch.empty(1024, device=device) for _ in pieces]
 print(d2l_gpu.compare(
     lambda: landing.copy_(host),
     lambda: [d.copy_(p) for d, p in zip(landings, pieces, strict=True)],
-    labels=("one copy of 1 MiB", "256 copies of 4 KiB"),
+    labels=("one copy of 4 MiB", "1024 copies of 4 KiB"),
 ))
 
 # %% [markdown]
 # `x * 2` reads and writes as much memory as the copy moves, yet on a GPU the
 # copy crosses the bus and takes many times as long; on a CPU both stay in main
-# memory. Every copy pays a fixed cost, so 256 small ones lose to one large one.
+# memory. Every copy pays a fixed cost, so 1024 small ones lose to one large one.
 #
 # Reading values back costs too: `print(x)`, `x.item()`, `x.tolist()` and
 # `x.cpu()` copy a GPU tensor to main memory, each after waiting for the work

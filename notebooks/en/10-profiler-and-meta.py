@@ -38,7 +38,7 @@ import d2l_gpu
 
 torch.manual_seed(0)
 print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
-print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+print("devices the helpers will use:", ", ".join(map(str, d2l_gpu.try_all_gpus())))
 if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 

@@ -37,7 +37,7 @@ import d2l_gpu
 
 torch.manual_seed(0)
 print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
-print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+print("devices the helpers will use:", ", ".join(map(str, d2l_gpu.try_all_gpus())))
 if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
@@ -240,7 +240,8 @@ else:
 # switch `torch.backends.cuda.matmul.fp32_precision = "tf32"`).
 #
 # On a CPU the result depends on the chip: one with bfloat16 units (AMX,
-# AVX-512 BF16) gains, many others lose. On a GPU the gap is large: an earlier
+# AVX-512 BF16) gains, many others lose, and on some the outcome changes from
+# run to run. On a GPU the gap is large: an earlier
 # measurement on the H200, timed with CUDA events, gave about 51 TFLOP/s in
 # float32 (three quarters of the datasheet's 67) and 687 to 800 in bfloat16.
 

@@ -33,7 +33,7 @@ import d2l_gpu
 
 torch.manual_seed(0)
 print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
-print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+print("devices the helpers will use:", ", ".join(map(str, d2l_gpu.try_all_gpus())))
 if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
@@ -81,26 +81,26 @@ print(f"  the second reading is {finished / queued:.1f}x the first: {meaning}")
 # 这里保存的输出来自一台没有 GPU 的机器，所谓“传输”只是内存里的一次复制。
 
 # %% tags=["nbval-ignore-output", "key-result"]
-host = torch.randn(512, 512)  # 内存里的 1 MiB
+host = torch.randn(1024, 1024)  # 内存里的 4 MiB
 on_device = host.to(device)
 landing, out = torch.empty_like(on_device), torch.empty_like(on_device)
 print(d2l_gpu.compare(
     lambda: torch.mul(on_device, 2, out=out),
     lambda: landing.copy_(host),
-    labels=(f"x * 2 on {device}", f"copying 1 MiB to {device}"),
+    labels=(f"x * 2 on {device}", f"copying 4 MiB to {device}"),
 ))
-pieces = [torch.randn(1024) for _ in range(256)]  # 同样的 1 MiB，切成 4 KiB 一份
+pieces = [torch.randn(1024) for _ in range(1024)]  # 同样的 4 MiB，切成 4 KiB 一份
 landings = [torch.empty(1024, device=device) for _ in pieces]
 print(d2l_gpu.compare(
     lambda: landing.copy_(host),
     lambda: [d.copy_(p) for d, p in zip(landings, pieces, strict=True)],
-    labels=("one copy of 1 MiB", "256 copies of 4 KiB"),
+    labels=("one copy of 4 MiB", "1024 copies of 4 KiB"),
 ))
 
 # %% [markdown]
 # `x * 2` 读写的数据量与这次复制相同。在 GPU 上，复制要经过总线，耗时是它的许多倍；
 # 在 CPU 上，两者都只在内存里进行。每次复制都有固定开销，
-# 所以 256 次小复制要比一次大复制慢得多。
+# 所以 1024 次小复制要比一次大复制慢得多。
 #
 # 把数值读回来也有代价。`print(x)`、`x.item()`、`x.tolist()` 和 `x.cpu()`
 # 都会把 GPU 张量复制到内存，而且复制之前要先等排在前面的工作做完。

@@ -37,7 +37,7 @@ import d2l_gpu
 
 torch.manual_seed(0)
 print(f"torch {torch.__version__}, d2l_gpu {d2l_gpu.__version__}")
-print("devices the helpers will use:", d2l_gpu.try_all_gpus())
+print("devices the helpers will use:", ", ".join(map(str, d2l_gpu.try_all_gpus())))
 if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
@@ -220,7 +220,7 @@ else:
 # `torch.backends.cuda.matmul.fp32_precision = "tf32"`）。
 #
 # 在 CPU 上，结果取决于芯片：有 bfloat16 运算单元（AMX、AVX-512 BF16）的会变快，
-# 许多别的芯片反而变慢。在 GPU 上差距很大：更早在 H200 上用 CUDA 事件做的一次测量，
+# 许多别的芯片反而变慢，有的芯片上每次运行的结果还会不同。在 GPU 上差距很大：更早在 H200 上用 CUDA 事件做的一次测量，
 # float32 约为 51 TFLOP/s（数据手册上 67 的四分之三），bfloat16 为 687 到 800 TFLOP/s。
 
 # %% tags=["nbval-ignore-output", "key-result"]
