@@ -32,15 +32,12 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # d2l_gpu from this tree, installed or not
+from d2l_gpu.__main__ import check_lines  # noqa: E402
+
 DEMO = "notebooks/scripts/all_reduce_demo.py"
 LESSONS = ["notebooks/en/[0-9]*.ipynb", "notebooks/zh/[0-9]*.ipynb"]
 NEEDS = ["pytest", "nbclient", "nbformat", "ipykernel", "numpy", "matplotlib"]
-
-
-def listed_gpus() -> list[str]:
-    """The GPUs nvidia-smi lists (its `-L` lines), whatever torch makes of them."""
-    found = command(["nvidia-smi", "-L"])
-    return [line for line in (found or "").splitlines() if line.startswith("GPU ")]
 
 
 def command(args: list[str]) -> str | None:
@@ -50,18 +47,6 @@ def command(args: list[str]) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
-
-
-def gpu_problem(listed: list[str], seen: int, env: dict) -> str | None:
-    """Why this run would prove nothing: the machine has GPUs that torch does not see."""
-    hidden = env.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1")  # hidden on purpose
-    if not listed or seen or hidden:
-        return None
-    return (
-        f"nvidia-smi lists {len(listed)} GPU(s) ({listed[0]}), but torch {torch.__version__} "
-        f"(built for CUDA {torch.version.cuda or 'none'}) sees none: a CPU-only torch, or a "
-        "driver too old for this build. Run gpu-check with a Python whose torch sees the GPU."
-    )
 
 
 def machine() -> dict:
@@ -152,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{step}: {outcome} ({seconds:.1f} s)", flush=True)
 
     print(f"gpu-check: torch {facts['torch']}, Python {facts['python']}, GPUs: {facts['gpus']}")
-    if problem := gpu_problem(listed_gpus(), len(facts["gpus"]), os.environ):
-        record("gpus", f"failed: {problem}")  # the steps below would prove nothing
+    # torch alone (no notebook extras): it fails when nvidia-smi lists GPUs torch cannot see.
+    if problems := [text for ok, text in check_lines({}) if not ok]:
+        record("gpus", f"failed: {'; '.join(problems)}")  # the steps below would prove nothing
         return finish(report, facts, steps)
     if not facts["gpus"]:
         print("No GPU: torch sees none. The gpu tests skip, the nccl demo cannot run, and the")
