@@ -125,7 +125,8 @@ def render(notebooks: Path = NOTEBOOKS) -> str:
         ]
         keys = []
         for lesson in current:
-            row = [title(lesson)]
+            heading = title(lesson)
+            row = [heading]
             for language in ("en", "zh"):
                 name = f"{language}/{lesson.stem}"
                 if name not in m["lessons"]:
@@ -135,7 +136,7 @@ def render(notebooks: Path = NOTEBOOKS) -> str:
                 counted = as_run(published, notebooks / f"{name}.ipynb")
                 row.append(f"[{counted}]({folder.name}/{m['lessons'][name]})")
                 if found := key_results(published):
-                    keys += ["", f"{title(lesson)} ({language}):", "", "```", *found, "```"]
+                    keys += ["", f"{heading} ({language}):", "", "```", *found, "```"]
             lines.append("| " + " | ".join(row) + " |")
         if keys:
             lines += [
