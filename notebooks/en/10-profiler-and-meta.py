@@ -177,8 +177,8 @@ print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in e
 # `cudaStreamSynchronize`, where `.item()` waits. Its self CPU time is mostly
 # the CPU standing idle until the GPU has finished the step's queue. A named
 # row that the run did not record is listed on the last line rather than left
-# out silently. An H200 printed these rows for an earlier version of this cell, but
-# the cell has changed since. No GPU has run this cell yet.
+# out silently. This paragraph follows the PyTorch source; whether a GPU has run
+# the cell as it stands is on the GPU page linked at the top.
 #
 # For a timeline instead of a table, `trace.export_chrome_trace(path)` writes
 # a file that [Perfetto](https://ui.perfetto.dev) opens. There the gaps show

@@ -160,7 +160,7 @@ print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in e
 # `cudaLaunchKernel` 每启动一个核函数就出现一次；`cudaStreamSynchronize` 是 `.item()` 等待的地方，
 # 它的自身 CPU 时间大多是 CPU 停在那里，等 GPU 做完这一步排好的工作。
 # 文中提到、这次运行却没有记录到的行会列在最后一行，而不是悄悄省略。
-# H200 曾为这个单元格的较早版本打印过这些行，但此后单元格有了改动。这个单元格还没有在 GPU 上运行过。
+# 这一段依据 PyTorch 源码写成；GPU 是否运行过现在这个单元格，见开头链接的 GPU 页面。
 #
 # 想看时间线而不是表格，可以用 `trace.export_chrome_trace(path)` 写出一个文件，
 # 用 [Perfetto](https://ui.perfetto.dev) 打开。时间线上还能看到空档：GPU 闲着、等 Python 准备下一次启动的那些时段。
