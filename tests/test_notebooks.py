@@ -510,8 +510,10 @@ def test_the_folder_check_catches_machine_folders(text):
 _CALQUES = re.compile(
     r"普通行|Python 数(?![值组据字])|中位时间|翻上|调度器|分派器|普通笔记本|误差线|本章"
     r"|Frobenius\s*范数|锁页批量|热身|竞争|遥遥领先|交出|变成实物|这份 ?PyTorch|要的比"
-    r"|(?:CPU|GPU|设备)\s*(?:上)?起步|时钟(?:必须|要|得)?等|(?:启动|亲手启动) ?CUDA|CUDA ?启动"
-    r"|第[一二三四五六七八九十]课"
+    r"|(?:CPU|GPU|设备)\s*(?:上)?起步|(?:启动|亲手启动) ?CUDA|CUDA ?启动"
+    r"|第[一二三四五六七八九十]课|两边|每一边|更贵"
+    # A clock does not wait: the code waits, then reads it (读时钟之前先等设备 is fine).
+    r"|时钟(?!之?前|以前)[^，。；：读]{0,4}等|等待?[^，。；：读]{0,6}的[^，。；：]{0,2}时钟"
     r"|它所服务的计算|损失掉的是队列|成大块地搬运|结果永远是假"
 )
 _LONE_UNIT = re.compile(r"(?<!运算|计算)单元(?![格素]|测试)")
@@ -585,7 +587,10 @@ DataLoader 交出锁页批量。 | 第二个核多快被唤醒。 | 张量放在
 GPU 在背后工作，所以时钟必须等它。 | 通信依然遥遥领先。 | 两个流之间的竞争。
 第一次调用会启动 CUDA。 | 在 meta 设备上建模，再变成实物。 | 这份 PyTorch 支持 CUDA。
 它要的比它有的还多。 | ## 第一课：进程 | 误差在 25 % 以内。 | 一个 100 x 100 的矩阵。
-复制引擎服务于它所服务的计算。 | 损失掉的是队列。"""
+复制引擎服务于它所服务的计算。 | 损失掉的是队列。
+## 时钟必须先等设备 | 会等待的时钟 | 一个没有等待的时钟 | 速率说明时钟没有等设备做完。
+用不等 GPU 的时钟计时。 | 等待设备的主机时钟。 | 主机时钟还等了三次乘法。
+同一轮的两边。 | 每一边各跑十次。 | 锁页本身更贵。"""
 
 
 @pytest.mark.parametrize("paragraph", re.split(r" \| |\n", CAUGHT))
@@ -601,7 +606,8 @@ def test_the_glossary_check_accepts_good_prose():
     kernels = "启动一个核函数；Jupyter 内核重启后，核对输出（`a, b`）并核实结果：GPU (cuda) 可用。"
     race = "复制和读取之间有竞态；第一次用 GPU 时 CUDA 会初始化；误差在 25% 以内，矩阵 100 × 100。"
     laptop = "没有 GPU 的笔记本电脑也能跑，张量默认放在 CPU 上；见第 07 课。"
-    assert _glossary_problems([good, units, words, terms, kernels, race, laptop]) == []
+    clock = "它读时钟之前不等设备；读时钟以前先等设备做完，先等设备再读的主机时钟；提升时钟频率。"
+    assert _glossary_problems([good, units, words, terms, kernels, race, laptop, clock]) == []
     assert _glossary_problems([], ['形状(3, 4):乘以 2*3，打印"done"']) == []  # a comment
 
 
