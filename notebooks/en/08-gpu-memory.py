@@ -14,7 +14,8 @@
 #   its counters and the driver's own figure;
 # - that `.to(device, copy=True)` takes new memory and plain `.to(device)` none,
 #   in bytes;
-# - what asking for more memory than a GPU has does, tried safely.
+# - what asking for more memory than a GPU has does, tried safely;
+# - why a kernel's error can name the wrong line, and `CUDA_LAUNCH_BLOCKING=1`.
 #
 # **What you need**
 #
@@ -82,21 +83,18 @@ for shape, dtype in [
 #   several hundred MiB) and other processes.
 #
 # `torch.cuda.empty_cache()` hands the unused reserved memory back to the driver,
-# so other processes can have it; it does not make more memory available to this
-# one, and tensors still alive keep theirs. The next cell follows a 64 MiB tensor
-# through its life on a CUDA GPU. Apple's MPS has two counters of its own, which
-# the cell reads there. The CPU has no such allocator to ask: a tensor there is
-# part of the process's ordinary memory, which the operating system counts, so
-# on the CPU the cell calls no GPU API at all.
+# so other processes can have it. The next cell follows a 64 MiB tensor through
+# its life on a CUDA GPU. Apple's MPS has two counters of its own, which the cell
+# reads there. The CPU has no such allocator: its tensors are the process's
+# ordinary memory, counted by the operating system, so there the cell calls no
+# GPU API.
 #
-# On a CUDA GPU the cell first initializes CUDA itself, with `torch.cuda.init()`.
-# PyTorch initializes CUDA lazily, when something first needs it (usually the
-# first tensor put on a GPU), and the allocator comes into being only then.
-# Before that, the functions that read the counters answer 0, but
-# `reset_peak_memory_stats(device)` stops with `RuntimeError: Invalid device
-# argument`: there is no allocator for that device yet (an H200 run found this).
-# Initializing CUDA on purpose keeps the order right, and lets the first line
-# show the card's memory before any tensor exists.
+# On a CUDA GPU the cell first calls `torch.cuda.init()`. PyTorch initializes
+# CUDA lazily, when something first needs it, and the allocator exists only from
+# then: before, the counters read 0, but `reset_peak_memory_stats(device)` stops
+# with `RuntimeError: Invalid device argument` (an H200 run found this).
+# Initializing on purpose keeps the order right, and the first line shows the
+# card's memory before any tensor exists.
 
 # %% tags=["nbval-ignore-output"]
 device = d2l_gpu.try_gpu()
@@ -145,14 +143,13 @@ else:
 # of them. Already at the start, before any tensor, the card has memory in use:
 # the CUDA context. And the driver's figure does not fall back to where it
 # started, not even after `empty_cache()`: it grew when the multiplication ran,
-# the first GPU kernel of this process. Why is an inference, which this cell
-# does not test: CUDA probably loaded that kernel's code onto the card the first
-# time it ran ("lazy loading", the default of recent CUDA versions), and may have
-# reserved working space for it. Such memory belongs to the context, not to
-# PyTorch's allocator, so `empty_cache()` cannot hand it back. To test the
-# inference, run the lesson with `CUDA_MODULE_LOADING=EAGER` set before Python
-# starts: if it holds, the context is larger at the start and grows less at the
-# first kernel.
+# the first GPU kernel of this process. Why is an inference this cell does not
+# test: CUDA probably loaded that kernel's code onto the card when it first ran
+# ("lazy loading", the default of recent CUDA versions), and may have reserved
+# working space for it. That memory belongs to the context, not to PyTorch's
+# allocator, so `empty_cache()` cannot hand it back. To test this, run the
+# lesson with `CUDA_MODULE_LOADING=EAGER` set before Python starts: the context
+# should then be larger at the start and grow less at the first kernel.
 #
 # ## Copies cost memory, in bytes
 #
@@ -217,6 +214,61 @@ else:
 # its own to reuse.
 
 # %% [markdown]
+# ## An error that shows up later
+#
+# Kernels run behind Python's back ([04](04-asynchrony-and-transfers.ipynb)),
+# so an error inside one, such as an index out of range in `torch.index_select`
+# or an `nn.Embedding` lookup, is reported at a later call, often an unrelated
+# one, and the traceback points there. With `CUDA_LAUNCH_BLOCKING=1` set before
+# the process starts, every launch waits for its kernel, and the error is
+# reported at the line that caused it; that slows everything, so set it only to
+# find an error. A failed check in a kernel (a "device-side assert") leaves the
+# process's CUDA context unusable, so the cell runs the bad index in a child
+# process, without the variable and with it, and prints the line each run
+# blamed. On the CPU nothing runs behind Python's back: `index_select` raises
+# an `IndexError` at once, and both runs blame the right line. No GPU has run
+# this cell yet.
+
+# %% tags=["nbval-ignore-output"]
+import os
+import re
+import subprocess
+
+CHILD = f"""import torch
+x = torch.arange(10.0, device={str(device)!r})
+i = torch.tensor([3, 12], device=x.device)
+y = torch.index_select(x, 0, i)
+print(x.sum().item())
+"""
+SOURCE = CHILD.splitlines()  # line 4 holds the bad index (12); line 5 is innocent
+
+
+def blamed(env):
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120
+    )
+    places = list(re.finditer(r'File "<string>", line (\d+)', child.stderr))
+    if not places:
+        return "no error reported"
+    message = re.search(r"^[\w.]+: (.*)$", child.stderr[places[-1].end() :], re.M)
+    number = int(places[-1].group(1))
+    return f"line {number}, {SOURCE[number - 1]}: {message.group(1) if message else 'error'}"
+
+
+unset = {k: v for k, v in os.environ.items() if k != "CUDA_LAUNCH_BLOCKING"}
+print(f"{'unset':>22}: {blamed(unset)}")
+print(f"{'CUDA_LAUNCH_BLOCKING=1':>22}: {blamed({**unset, 'CUDA_LAUNCH_BLOCKING': '1'})}")
+if device.type != "cuda":
+    print(f"That ran on {device}. A CUDA GPU should report (no GPU has run this cell yet):")
+    for name, number in (("unset", 5), ("CUDA_LAUNCH_BLOCKING=1", 4)):
+        message = "CUDA error: device-side assert triggered"
+        print(f"{name:>22}: line {number}, {SOURCE[number - 1]}: {message}")
+
+# %% [markdown]
+# CUDA's own message ends with the same advice: "For debugging consider
+# passing CUDA_LAUNCH_BLOCKING=1".
+
+# %% [markdown]
 # ## What this lesson showed
 #
 # - A tensor needs elements times bytes per element; a `meta` tensor computes
@@ -229,6 +281,8 @@ else:
 #   tensor's full size.
 # - Asking for more than a GPU has fails at once with an error the program can
 #   catch (`torch.OutOfMemoryError` on CUDA, a `RuntimeError` on MPS).
+# - A kernel's error surfaces at a later call; `CUDA_LAUNCH_BLOCKING=1` makes
+#   it surface at its cause.
 #
 # Next: [09 – Timing a GPU](09-timing-a-gpu.ipynb) shows how these lessons
 # time a device that works behind Python's back.

@@ -12,7 +12,8 @@
 # - 在占用显存之前，先算出一个张量要多少字节；
 # - PyTorch 的缓存分配器怎样管理 CUDA GPU 的显存，怎样读它的计数器和驱动报告的数字；
 # - 以字节为单位确认：`.to(device, copy=True)` 占用新的显存，普通的 `.to(device)` 不占；
-# - 申请超过显存容量的空间会发生什么，用安全的方式试一试。
+# - 申请超过显存容量的空间会发生什么，用安全的方式试一试；
+# - 核函数里的错误为什么会指错行，以及 `CUDA_LAUNCH_BLOCKING=1` 的用处。
 #
 # **你需要**
 #
@@ -77,9 +78,8 @@ for shape, dtype in [
 #   （PyTorch 各个库的 GPU 代码和簿记数据，常有几百 MiB）和其他进程。
 #
 # `torch.cuda.empty_cache()` 把分配器持有但没在用的显存还给驱动，让别的进程能用。
-# 它不会让本进程可用的显存变多，存活的张量也照旧占着自己那份。下一个单元格在
-# CUDA GPU 上跟踪一个 64 MiB 张量从创建到删除的过程。Apple 的 MPS 有自己的两个计数器，
-# 在 MPS 上单元格读的是这两个。CPU 没有这样的分配器：CPU 上的张量就在进程的普通内存里，
+# 下一个单元格在 CUDA GPU 上跟踪一个 64 MiB 张量从创建到删除的过程。
+# Apple 的 MPS 有自己的两个计数器，在 MPS 上单元格读的是这两个。CPU 没有这样的分配器：CPU 上的张量就在进程的普通内存里，
 # 由操作系统统计，所以在 CPU 上这个单元格不调用任何 GPU 接口。
 #
 # 在 CUDA GPU 上，单元格先用 `torch.cuda.init()` 显式初始化 CUDA。PyTorch 初始化 CUDA
@@ -139,7 +139,7 @@ else:
 # 涨的原因只是推断，这个单元格并没有验证它：很可能是 CUDA 在核函数第一次运行时
 # 才把它的代码装到卡上（“惰性加载”，较新的 CUDA 版本默认如此），还可能为它预留了
 # 工作空间。这样的显存属于上下文，不归 PyTorch 的分配器管，所以 `empty_cache()`
-# 还不回去。要检验这个推断，可以在启动 Python 之前设置 `CUDA_MODULE_LOADING=EAGER`
+# 无法把它还给驱动。要检验这个推断，可以在启动 Python 之前设置 `CUDA_MODULE_LOADING=EAGER`
 # 再运行本课：如果推断成立，一开始的上下文会更大，第一个核函数运行时涨得更少。
 #
 # ## 复制要占显存，精确到字节
@@ -199,6 +199,58 @@ else:
 # 调用 `empty_cache()` 帮不了本身缺显存的进程：缓存里的显存本来就留给它自己重复使用。
 
 # %% [markdown]
+# ## 事后才报出的错误
+#
+# 核函数在 Python 背后运行（见 [04](04-asynchrony-and-transfers.ipynb)），所以核函数内部出的错，
+# 比如 `torch.index_select` 或 `nn.Embedding` 查表时索引越界，要到后面的某次调用才报出来。
+# 那次调用往往与它毫不相干，回溯信息指向的也是那里。在进程启动之前设置
+# `CUDA_LAUNCH_BLOCKING=1`，每次启动核函数都要等它运行完，错误就会在引发它的那一行报出。
+# 这会让所有运算都变慢，所以只在查错时设置。核函数里的检查失败（“设备端断言”，
+# device-side assert）之后，这个进程的 CUDA 上下文就不能再用了，所以单元格在子进程里运行
+# 这个越界的索引：一次不设这个变量，一次设置，并打印每次报错指向哪一行。CPU 上的运算
+# 是同步执行的，`index_select` 当场就抛出 `IndexError`，所以两次都指向正确的那一行。
+# 这个单元格还没有在 GPU 上运行过。
+
+# %% tags=["nbval-ignore-output"]
+import os
+import re
+import subprocess
+
+CHILD = f"""import torch
+x = torch.arange(10.0, device={str(device)!r})
+i = torch.tensor([3, 12], device=x.device)
+y = torch.index_select(x, 0, i)
+print(x.sum().item())
+"""
+SOURCE = CHILD.splitlines()  # 第 4 行的索引 12 越界；第 5 行与它无关
+
+
+def blamed(env):
+    child = subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120
+    )
+    places = list(re.finditer(r'File "<string>", line (\d+)', child.stderr))
+    if not places:
+        return "no error reported"
+    message = re.search(r"^[\w.]+: (.*)$", child.stderr[places[-1].end() :], re.M)
+    number = int(places[-1].group(1))
+    return f"line {number}, {SOURCE[number - 1]}: {message.group(1) if message else 'error'}"
+
+
+unset = {k: v for k, v in os.environ.items() if k != "CUDA_LAUNCH_BLOCKING"}
+print(f"{'unset':>22}: {blamed(unset)}")
+print(f"{'CUDA_LAUNCH_BLOCKING=1':>22}: {blamed({**unset, 'CUDA_LAUNCH_BLOCKING': '1'})}")
+if device.type != "cuda":
+    print(f"That ran on {device}. A CUDA GPU should report (no GPU has run this cell yet):")
+    for name, number in (("unset", 5), ("CUDA_LAUNCH_BLOCKING=1", 4)):
+        message = "CUDA error: device-side assert triggered"
+        print(f"{name:>22}: line {number}, {SOURCE[number - 1]}: {message}")
+
+# %% [markdown]
+# CUDA 自己的报错信息最后也给出同样的建议：
+# `For debugging consider passing CUDA_LAUNCH_BLOCKING=1`。
+
+# %% [markdown]
 # ## 本课小结
 #
 # - 张量需要的字节数是元素个数乘以每个元素的字节数；`meta` 张量不分配存储就能算出来。
@@ -209,6 +261,8 @@ else:
 # - 对同一设备调用 `.to(device)` 不增加任何字节；`copy=True` 增加整个张量的大小。
 # - 申请超过 GPU 容量的显存会立刻失败，抛出程序可以捕获的错误（CUDA 上是
 #   `torch.OutOfMemoryError`，MPS 上是 `RuntimeError`）。
+# - 核函数里的错误要到后面的调用才报出；设置 `CUDA_LAUNCH_BLOCKING=1` 后，
+#   它会在引发它的那一行报出。
 #
 # 下一篇：[09 – 给 GPU 计时](09-timing-a-gpu.ipynb)，说明这些课怎样给一个在
 # Python 背后异步工作的设备计时。

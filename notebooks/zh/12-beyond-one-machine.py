@@ -138,11 +138,12 @@ def torchrun(*args, timeout=60):
 
 
 # %% [markdown]
-# 在这台机器上启动两个进程，计时用边长为 8 和 1024 的 float32 方阵（256 字节和 4 MiB）。
+# 在这台机器上启动两个进程，计时用边长为 8、64、256 和 1024 的 float32 方阵
+# （从 256 字节到 4 MiB）。
 # 每个进程打印自己的编号、设备和大家商定的通信后端；然后 0 号进程打印计时结果。
 
 # %% tags=["nbval-ignore-output"]
-code, out, err = torchrun("--nproc-per-node", 2, DEMO, "--sizes", 8, 1024)
+code, out, err = torchrun("--nproc-per-node", 2, DEMO, "--sizes", 8, 64, 256, 1024)
 print(out if code == 0 else err)
 
 # %% [markdown]
@@ -167,6 +168,36 @@ print(*sorted(line for line in out.splitlines() if "all_reduce(sum)" in line), s
 # 平方增长，所以到 4 MiB 时，乘法的耗时有可能超过通信。在 CPU 上，这次乘法的耗时以毫秒计，
 # 确实可能超过。GPU 算完它只需以微秒计的时间，而 `gloo` 仍要经主机中转数据，所以在 GPU 上，
 # 通信的耗时仍远超乘法。`nccl` 更快，但每次调用仍有一笔固定开销。
+#
+# 下图以消息大小为横轴，画出上面作业里 0 号进程测得的中位数。请留意两点：消息较小时，
+# `all_reduce` 的耗时几乎不随大小变化；它和本地求和之间隔着很大的差距。
+
+# %% tags=["nbval-ignore-output"]
+import re
+
+import matplotlib.pyplot as plt
+
+US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}  # Measurement 打印的时间单位，换算成 µs
+sizes = [int(b.replace(",", "")) for b in re.findall(r"\(([\d,]+) bytes\)", out)]
+reduce_us = [float(t.replace(",", "")) for t in re.findall(r"all_reduce: ([\d,.]+) us", out)]
+add_us = [
+    float(t.replace(",", "")) * US[unit]
+    for t, unit in re.findall(r"x \+ y: ([\d,.]+) (ns|us|ms|s) median", out)
+]
+setup = re.search(r"^timing on rank 0 \((.*)\):$", out, re.M)
+fig, ax = plt.subplots(figsize=(6, 3.6))
+ax.loglog(sizes, reduce_us, "o-", label="all_reduce (median of 10 calls)")
+ax.loglog(sizes, add_us, "s-", label="local x + y (benchmark median)")
+ax.set_xlabel("message size (bytes)")
+ax.set_ylabel("time per call (µs)")
+ax.set_title(f"rank 0: {setup.group(1) if setup else 'the job failed'}", fontsize=9)
+ax.legend()
+plt.show()
+plt.close(fig)
+
+# %% [markdown]
+# `all_reduce` 的曲线一开始几乎是平的，因为这时固定开销比传输数据本身花的时间多。
+# 而且不论消息多大，它都比本地求和慢。
 #
 # 训练代码并不自己调用 `all_reduce`，而是把模型包进
 # `torch.nn.parallel.DistributedDataParallel`（DDP），和这里一样每块 GPU 一个进程。
@@ -208,7 +239,7 @@ finally:
 #     all_reduce_demo.py
 # ```
 #
-# `c10d` 会合等两台服务器都加入后，对它们的描述排序来编号（先比各自给出的地址，
+# `c10d` 会合机制等两台服务器都加入后，按各自的描述排序编号（先比各自给出的地址，
 # 再比各自 `torchrun` 的进程号），与加入的先后无关；然后各进程按服务器依次编号。
 # 你可以在一台机器上开两个终端来试：`HOST` 用 `127.0.0.1`，再加上
 # `--local-addr 127.0.0.1`。只有一块 GPU 时，两个进程都会用 `cuda:0`；
@@ -231,8 +262,8 @@ print("rank 0 printed a sum:", "all_reduce(sum)" in out)
 #
 # 1. 用 1、2、4 个进程（`--nproc-per-node`）运行演示程序，每个进程像这里一样只用一个
 #    CPU 线程。小消息和 4 MiB 消息的耗时怎样随进程数变化？
-# 2. 计时更多的大小（`--sizes 64 256 2048`）。从多大开始，`all_reduce` 的耗时
-#    与它发送的字节数成正比？
+# 2. 再加一个更大的边长（`--sizes 8 64 256 1024 2048`），重新画图。从多大开始，
+#    `all_reduce` 的耗时与它发送的字节数成正比？
 # 3. 在有两块 GPU 的机器上，比较 `--backend nccl` 和 `--backend gloo`。设置
 #    `NCCL_DEBUG=INFO` 再运行：在你的卡之间，NCCL 走的是哪条路径（NVLink、
 #    PCIe 点对点，还是共享的主机内存）？
