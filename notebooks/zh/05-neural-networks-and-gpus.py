@@ -104,7 +104,7 @@ print("loss after one step is smaller:", new_loss.item() < loss.item())
 # > is on cpu, different from other tensors on cuda:0 (when checking argument
 # > in method wrapper_CUDA_addmm)
 #
-# 那次运行之后，这个单元格的代码略有改动。这个单元格还没有在 GPU 上运行过。
+# 此后这个单元格的代码略有改动，它的当前写法还没有在 GPU 上运行过。
 
 # %%
 elsewhere = "meta" if device.type == "cpu" else "cpu"  # meta 设备在这里充当第二个设备
@@ -130,7 +130,7 @@ class TinyRecurrent(nn.Module):
         super().__init__()
         self.cell = nn.Linear(2 * size, size)
 
-    def forward(self, xs):  # xs 的形状：（步数，批量大小，size）
+    def forward(self, xs):  # xs 的形状：(步数, 批量大小, 特征数)
         state = xs.new_zeros(xs.shape[1:])  # 与 xs 在同一个设备上，数据类型也相同
         for x in xs:
             state = torch.tanh(self.cell(torch.cat([x, state], dim=1)))

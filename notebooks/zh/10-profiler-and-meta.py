@@ -9,8 +9,8 @@
 #
 # **你将学到**
 #
-# - 怎样用 `torch.profiler` 记录几步训练，并用调度（schedule）把启动开销排除在记录之外；
-# - 怎样读记录下来的结果：自身耗时最多的运算和核函数，以及一步训练在哪里复制、在哪里等待；
+# - 怎样用 `torch.profiler` 记录几步训练，并用调度（schedule）把初始开销排除在记录之外；
+# - 怎样读记录下来的结果：自身时间最多的算子（operator）和核函数，以及一步训练在哪里复制、在哪里等待；
 # - 怎样直接在设备上创建模型，或者先在完全不占存储的 meta 设备上创建，
 #   再到要运行的设备上为它分配存储并初始化。
 #
@@ -71,12 +71,12 @@ print("this lesson uses", device)
 # %% [markdown]
 # ## 记录几步训练
 #
-# `torch.profiler.profile` 会记下 PyTorch 在 CPU 上执行的每一个运算。
+# `torch.profiler.profile` 会记下 PyTorch 在 CPU 上执行的每一个算子。
 # 如果再加上 `ProfilerActivity.CUDA`，它还会记下 CUDA GPU 执行的每个核函数和每次复制，以及它们在 GPU 上用了多少时间。
 #
-# 一次运行最开始的几步并不典型：核函数要加载，各个库要启动，性能分析器自己也要做准备。
-# 调度决定保留哪几步。`wait=1` 让第一步不受跟踪地运行；`warmup=1` 让性能分析器跟踪第二步，
-# 但丢掉结果，好让它自己的启动开销落在这一步里；`active=3` 保留随后的三步。
+# 一次运行最开始的几步并不典型：核函数要加载，各个库要初始化，性能分析器自己也要做准备。
+# 调度决定保留哪几步。`wait=1` 让第一步照常运行，不做跟踪；`warmup=1` 让性能分析器跟踪第二步，
+# 但丢掉结果，好让它自己的初始开销落在这一步里；`active=3` 保留随后的三步。
 # `trace.step()` 标出每一步在哪里结束。调度可以一轮一轮地重复，有些版本的 torch 会警告说性能分析器
 # “clears events at the end of each cycle”（每轮结束时清空事件）。`acc_events=True` 会保留每一轮的事件；
 # 我们只有一轮，所以它唯一的作用就是让这条警告不再出现。
@@ -104,17 +104,17 @@ print("steps kept:", next(e.count for e in events if e.key.startswith("ProfilerS
 # %% [markdown]
 # ## 读这张表
 #
-# `key_averages()` 的每一行是一个运算或一个核函数，列出调用次数和*自身*时间，
-# 也就是花在这一行自己的代码上的时间，不包括它调用的其他运算。
+# `key_averages()` 的每一行是一个算子或一个核函数，列出调用次数和*自身*时间，
+# 也就是花在这一行自己的代码上的时间，不包括它调用的其他算子。
 # （例如，线性层里矩阵乘法的时间算在 `aten::addmm` 名下，而不算在调用它的那个层上。）单元格分三部分打印：
 #
 # - 在 CUDA GPU 上，先列出 GPU 执行的核函数和复制，按它们在 GPU 上的时间排序（`on the GPU, by GPU time`）；
-# - 然后是 CPU 上的运算，按它们在 CPU 上的时间排序（`on the CPU, by CPU time`）；
+# - 然后是 CPU 上的算子，按它们在 CPU 上的时间排序（`on the CPU, by CPU time`）；
 # - 最后是下文提到的那些行，不管它们排在第几（`rows named in the text`）。
 #
-# 表头里，calls 是调用次数，self CPU us 和 self GPU us 是以微秒计的自身 CPU 时间和自身 GPU 时间；
-# 这些时间每次运行都不一样。`events.table(sort_by="self_device_time_total", row_limit=10)`
-# 会打印 PyTorch 自带的版本，列更多。
+# 表头里，operation or kernel 一列是算子或核函数的名字，calls 是调用次数，
+# self CPU us 和 self GPU us 是以微秒计的自身 CPU 时间和自身 GPU 时间；这些时间每次运行都不一样。
+# `events.table(sort_by="self_device_time_total", row_limit=10)` 会打印 PyTorch 自带的版本，列更多。
 
 # %% tags=["nbval-ignore-output"]
 from torch.autograd import DeviceType
@@ -151,9 +151,9 @@ print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in e
 # 每一行都是 CPU 自己做的工作。在文中提到的几行里，矩阵乘法分成两种：`aten::addmm` 是每个线性层的前向传播
 # （乘法加偏置），`aten::mm` 是反向传播里的乘法。`aten::item` 读出损失；在 CPU 上它没有什么要等的，
 # 所以自身时间很短。`ProfilerStep*` 是调度给每个保留下来的步骤加上的标记，
-# 它的自身时间主要是这一步里不属于任何运算的 Python 代码所用的时间。
+# 它的自身时间主要是这一步里不属于任何算子的 Python 代码所用的时间。
 #
-# 到了 CUDA GPU 上，情况就变了，文中提到的几行正好说明变在哪里。CPU 上的 `aten::` 运算这时只负责*启动*工作，
+# 到了 CUDA GPU 上，情况就变了，文中提到的几行正好说明变在哪里。CPU 上的 `aten::` 算子这时只负责*启动*工作，
 # 它们的 CPU 时间量的是启动的开销；真正的计算出现在表的 GPU 部分：各个库按自己的命名规则命名的核函数，
 # 以及两种复制。`Memcpy HtoD (Pageable -> Device)` 是每一步把两个输入复制到 GPU 上，
 # `Memcpy DtoH (Device -> Pinned)` 是 `.item()` 把损失复制回来。CPU 这一侧则多出了 CUDA 运行时库的调用：
@@ -163,7 +163,7 @@ print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in e
 # 这一段依据 PyTorch 源码写成；GPU 是否运行过现在这个单元格，见开头链接的 GPU 页面。
 #
 # 想看时间线而不是表格，可以用 `trace.export_chrome_trace(path)` 写出一个文件，
-# 用 [Perfetto](https://ui.perfetto.dev) 打开。时间线上还能看到空档：GPU 闲着、等 Python 准备下一次启动的那些时段。
+# 用 [Perfetto](https://ui.perfetto.dev) 打开。时间线上还能看到空档：GPU 闲着、等 Python 准备启动下一个核函数的那些时段。
 
 # %% [markdown]
 # ## 直接在设备上创建模型
@@ -180,7 +180,7 @@ print("layer weight on", layer.weight.device, "| noise on", noise.device)
 print("outside the block, new tensors go to", torch.ones(1).device)
 
 # %% [markdown]
-# ## 不占内存的模型：meta 设备
+# ## 不占存储的模型：meta 设备
 #
 # 如果模型大到不便建两遍，甚至在内存里根本放不下，还有第三个地方可以创建它：meta 设备。
 # meta 设备上的张量只有形状和数据类型，既不占存储，也没有数值，所以在上面搭模型几乎不花代价，
@@ -227,10 +227,10 @@ print("with the twin's weights loaded, the outputs equal the CPU twin's:", same)
 # %% [markdown]
 # ## 本课小结
 #
-# - 带调度的 `torch.profiler` 在预热之后记录几步训练，启动开销不会混进记录里。
-#   `key_averages()` 按名字汇总记录：执行了什么、执行了几次、各自用了多少时间。
+# - 带调度的 `torch.profiler` 在预热之后记录几步训练，初始开销不会混进记录里。
+#   `key_averages()` 按名字汇总记录：执行了什么、执行了几次、各自的自身时间是多少。
 # - 在 CPU 上，表里列的是计算本身。在 CUDA GPU 上，表里按 GPU 时间列出 GPU 执行的核函数和复制，
-#   CPU 这一侧的行则是启动和等待，比如 `.item()` 背后的 `cudaStreamSynchronize`。
+#   CPU 这一侧的行则是启动核函数和等待，比如 `.item()` 背后的 `cudaStreamSynchronize`。
 # - `with torch.device(device):` 让张量和层一开始就建在设备上。meta 设备能搭出只有形状、不占存储的模型；
 #   再用 `to_empty` 加 `reset_parameters()`，或者加载一个检查点，就能在要运行的设备上真正分配存储并初始化。
 #
