@@ -56,10 +56,10 @@ device = d2l_gpu.try_gpu()  # the first GPU, else the CPU
 # %% [markdown]
 # ## Exercise 1: large and small matrix products
 #
-# With a GPU, the cell times one n x n product on the CPU against the same
-# product on the GPU, for a tiny n and a large one. Without one, it asks the
-# second half of the question on the CPU alone: a 48 x 48 product does 1,728
-# times the arithmetic of a 4 x 4 one. No GPU has run this cell yet.
+# With a GPU, the cell times an n x n product on the CPU against the GPU, for a
+# tiny n and a large one. Without one, it asks the second half of the question
+# on the CPU alone: a 48 x 48 product does 1,728 times the arithmetic of a 4 x 4
+# one. No GPU has run this cell or the figure's.
 
 # %% tags=["nbval-ignore-output"]
 def product(n, where):
@@ -74,14 +74,38 @@ else:
         labels = (f"{n} x {n} on the CPU", f"{n} x {n} on {device}")
         print(d2l_gpu.compare(product(n, "cpu"), product(n, device), labels=labels, device=device))
 
-
 # %% [markdown]
 # Far from 1,728 times: a call has a fixed cost (Python, PyTorch's dispatcher,
 # choosing a routine) that a tiny product cannot hide. A GPU adds a kernel launch
 # to it, so at 4 x 4 it loses to the CPU. `compare` waits for the GPU only at
 # the end of each block of calls, so that loss is the launch, not a wait per
-# call. At 2048 x 2048 the GPU's thousands of arithmetic units have work enough
-# and it should win many times over. Give a GPU large pieces of work.
+# call.
+#
+# The figure asks it for n from 16 to 1024: each device's rate, 2n³ flops over
+# the `benchmark` median. Watch the rate grow with n, and where curves cross.
+
+# %% tags=["nbval-ignore-output"]
+import matplotlib.pyplot as plt
+
+sides = [16, 32, 64, 128, 256, 512, 1024]
+fig, ax = plt.subplots(figsize=(6, 3.6))
+for where in dict.fromkeys([d2l_gpu.cpu(), *d2l_gpu.try_all_gpus()]):  # the CPU, then GPUs
+    seconds = [d2l_gpu.benchmark(product(n, where), device=where, min_run_time=0.05) for n in sides]
+    rates = [2 * n**3 / s.median / 1e9 for n, s in zip(sides, seconds, strict=True)]
+    print(f"{where}: {rates[0]:.3g} GFLOP/s at n = 16, {rates[-1]:.3g} at n = 1024")
+    ax.loglog(sides, rates, "o-", label=str(where))
+ax.set_xticks(sides, [str(n) for n in sides])
+ax.set_xlabel("matrix side n")
+ax.set_ylabel("rate (GFLOP/s)")
+ax.legend()
+plt.show()
+plt.close(fig)
+
+
+# %% [markdown]
+# Each curve climbs as n spreads the fixed cost over more arithmetic. Where a
+# GPU's crosses the CPU's, the GPU begins to win; a CPU alone draws one curve.
+# Give a GPU large pieces of work.
 #
 # ## Exercise 2: reading and writing parameters on a GPU
 #
@@ -159,9 +183,8 @@ print("(a) and (b) log the same numbers:", same)
 # On a CPU an operation is done when its call returns: nothing to wait for, and
 # (a) and (b) should take about as long. At n = 100 a GPU step is host-bound
 # (G much smaller than H): the GPU idles in both, (a) pays a round trip per step
-# and (b) one more launch, so the gap is small and machine-dependent (of two
-# runs on one H200, one printed a ratio inside the band, one just outside). So
-# on a CUDA GPU the cell first grows n until G matches H
+# and (b) one more launch, so the gap is small and machine-dependent. So on a
+# CUDA GPU the cell first grows n until G matches H
 # (`d2l_gpu.host_and_device_seconds` measures one step of (b)), and compares
 # there, taking the 1000 products from ten pairs.
 # No GPU has run this cell yet.
@@ -204,9 +227,8 @@ print(
 #
 # Kernel launches return at once, so one Python thread can keep two GPUs busy:
 # a large product on each, then a wait for both, should take about half the time
-# of the two in turn on one GPU. The cell times this only with two GPUs. With one
-# GPU or none it prints what it would show: two CUDA streams on one GPU, or two
-# CPU threads, would measure a different thing.
+# of the two in turn on one GPU. Only two GPUs can show it: two CUDA streams on
+# one GPU, or two CPU threads, would measure something else.
 
 # %% tags=["nbval-ignore-output"]
 gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]

@@ -50,12 +50,9 @@ if d2l_gpu.num_gpus() == 0:
 # waiting, so on a GPU it times launches. `d2l_gpu.Timer` keeps the book's
 # names but waits for the device before every reading.
 #
-# The cell times ten products both ways. Ten products before any clock
-# starts are a *warm-up*: the first calls of a kernel pay for choosing an
-# algorithm and setting up memory, which later calls do not. On a CPU the product is
-# computed inside the call, so both clocks agree; on a GPU the clock that does
-# not wait reads only a small fraction of the other. Then `Timer` measures the
-# same work four more times.
+# The cell times ten products both ways, five times over. Ten products before
+# any clock starts are a *warm-up*: the first calls of a kernel pay for choosing
+# an algorithm and setting up memory, which later calls do not.
 
 # %% tags=["nbval-ignore-output"]
 import time
@@ -72,30 +69,55 @@ def ten_products():
 
 
 ten_products()  # warm-up
-d2l_gpu.synchronize(device)
-start = time.perf_counter()
-ten_products()
-plain = time.perf_counter() - start  # Python is done; the device may not be
-timer = d2l_gpu.Timer(device)  # waits for the device, then starts
-ten_products()
-timer.stop()  # waits for the device, then reads the clock
-print(f"10 products of {n}x{n} on {device}:")
-print(f"  a clock that does not wait: {plain * 1e3:8.2f} ms")
-print(f"  d2l_gpu.Timer, which waits: {timer.times[0] * 1e3:8.2f} ms")
-for _ in range(4):
-    timer.start()
+plain, timer = [], d2l_gpu.Timer(device)
+for _ in range(5):
+    d2l_gpu.synchronize(device)
+    start = time.perf_counter()
     ten_products()
-    timer.stop()
-readings = ", ".join(f"{t * 1e3:.2f}" for t in timer.times)
-print(f"five Timer readings (ms): {readings}; mean {timer.avg() * 1e3:.2f} ms")
+    plain.append(time.perf_counter() - start)  # Python is done; the device may not be
+    timer.start()  # waits for the device, then starts
+    ten_products()
+    timer.stop()  # waits for the device, then reads the clock
+print(f"10 products of {n}x{n} on {device}, five readings (ms) each way:")
+for what, times in (
+    ("a clock that does not wait", plain),
+    ("d2l_gpu.Timer, which waits", timer.times),
+):
+    print(f"  {what}: {', '.join(f'{t * 1e3:.2f}' for t in times)}")
+print(f"mean of the Timer readings: {timer.avg() * 1e3:.2f} ms")
 
 # %% [markdown]
+# The figure puts the two sets of readings side by side on a log axis: look at
+# how far apart they sit.
+
+# %% tags=["nbval-ignore-output"]
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(6, 3.6))
+for i, times in enumerate((plain, timer.times)):
+    ax.plot([i] * len(times), [t * 1e3 for t in times], "o", alpha=0.5)
+ax.set_xticks([0, 1], ["does not wait (perf_counter)", "waits (d2l_gpu.Timer)"])
+ax.set_xlim(-0.5, 1.5)
+ax.set_yscale("log")
+readings = [t * 1e3 for t in plain + timer.times]
+ax.set_ylim(min(readings) / 3, max(readings) * 3)  # a margin, so agreeing sets look alike
+ax.set_xlabel("clock")
+ax.set_ylabel("time of ten products (ms)")
+ax.set_title(f"10 products of {n}x{n} on {device}", fontsize=9)
+plt.show()
+plt.close(fig)
+
+# %% [markdown]
+# Where the two sets overlap, each product was done inside its call, as on a
+# CPU. Where the first sits far below, as on a GPU, Python had only queued the
+# work: that clock timed the launches.
+#
 # ## `benchmark()`: warm-up, blocks, a median and its spread
 #
-# The five readings differ. A single reading can land on a moment when another
-# program holds the CPU, or when the GPU is still raising its clock speed. `d2l_gpu.benchmark` is built
-# on PyTorch's own instrument, `torch.utils.benchmark.Timer`, and does what a
-# careful person would do by hand:
+# The five `Timer` readings differ. A single reading can land on a moment when
+# another program holds the CPU, or when the GPU is still raising its clock
+# speed. `d2l_gpu.benchmark` is built on PyTorch's own instrument,
+# `torch.utils.benchmark.Timer`, and does what a careful person would do by hand:
 #
 # - it calls the function a few times first (warm-up);
 # - it groups calls into *blocks*, large enough that reading the clock costs

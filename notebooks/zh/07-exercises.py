@@ -40,7 +40,7 @@ if d2l_gpu.num_gpus() == 0:
 
 # %% [markdown]
 # 每道计时题的答案都以 `d2l_gpu.compare(a, b)` 打印的一句话结束。它让两段代码
-# 分轮交替运行，然后说哪一段更慢；如果两者相差不到 1.25 倍，就说它们耗时相当。
+# 分轮交替运行，然后说哪一段更慢；如果两者耗时之比在 1.25 倍以内，就说它们耗时相当。
 # 这条规则在 [09 – 给 GPU 计时](09-timing-a-gpu.ipynb) 里解释。
 # 保存的输出来自一台没有 GPU 的小型 CPU 机器。
 
@@ -60,7 +60,8 @@ device = d2l_gpu.try_gpu()  # 第一块 GPU；没有 GPU 时为 CPU
 #
 # 有 GPU 时，单元格对一个很小的 n 和一个很大的 n，分别比较同一个 n × n 乘法
 # 在 CPU 上和在 GPU 上的耗时。没有 GPU 时，它只在 CPU 上回答问题的后半部分：
-# 48 × 48 乘法的运算量是 4 × 4 乘法的 1728 倍。这个单元格还没有在 GPU 上运行过。
+# 48 × 48 乘法的运算量是 4 × 4 乘法的 1728 倍。
+# 这个单元格和下面画图的单元格都还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output"]
 def product(n, where):
@@ -75,20 +76,45 @@ else:
         labels = (f"{n} x {n} on the CPU", f"{n} x {n} on {device}")
         print(d2l_gpu.compare(product(n, "cpu"), product(n, device), labels=labels, device=device))
 
-
 # %% [markdown]
 # 耗时远没有增长 1728 倍。每次调用都有固定开销：Python、PyTorch 的分发器、
 # 挑选计算例程。很小的乘法掩盖不了这笔开销。GPU 还要再加上启动核函数的时间，
 # 所以在 4 × 4 时它比 CPU 慢。`compare` 只在每块调用结束时等待 GPU，
-# 所以慢在启动，而不在每次调用后的等待。到了 2048 × 2048，GPU 成千上万个
-# 运算单元才有足够的工作可做，它应当快很多倍。所以要交给 GPU 大块的工作。
+# 所以慢在启动，而不在每次调用后的等待。
+#
+# 下图对 n 从 16 到 1024 的各种规模回答同一个问题：画出每个设备的计算速率，
+# 即 2n³ 次浮点运算除以 `benchmark` 测得的时间中位数。请留意速率怎样随 n 增长，
+# 以及曲线在哪里相交。
+
+# %% tags=["nbval-ignore-output"]
+import matplotlib.pyplot as plt
+
+sides = [16, 32, 64, 128, 256, 512, 1024]
+fig, ax = plt.subplots(figsize=(6, 3.6))
+for where in dict.fromkeys([d2l_gpu.cpu(), *d2l_gpu.try_all_gpus()]):  # 先是 CPU，再是各块 GPU
+    seconds = [d2l_gpu.benchmark(product(n, where), device=where, min_run_time=0.05) for n in sides]
+    rates = [2 * n**3 / s.median / 1e9 for n, s in zip(sides, seconds, strict=True)]
+    print(f"{where}: {rates[0]:.3g} GFLOP/s at n = 16, {rates[-1]:.3g} at n = 1024")
+    ax.loglog(sides, rates, "o-", label=str(where))
+ax.set_xticks(sides, [str(n) for n in sides])
+ax.set_xlabel("matrix side n")
+ax.set_ylabel("rate (GFLOP/s)")
+ax.legend()
+plt.show()
+plt.close(fig)
+
+
+# %% [markdown]
+# n 越大，固定开销就摊到越多的运算上，所以每条曲线都随 n 上升。
+# GPU 的曲线与 CPU 的曲线的交点，就是 GPU 开始胜出的规模；只有 CPU 时，
+# 图上只有一条曲线。所以要让 GPU 一次做足够大的工作。
 #
 # ## 练习 2：在 GPU 上读写参数
 #
 # 保存的是 `state_dict`，即参数张量本身，而不是 Python 对象。文件里的每个张量
 # 都记着自己所在的设备；`map_location` 让 `torch.load` 把它们放到别处。
 # `weights_only=True` 只重建张量和普通容器。从 torch 2.6 起它就是默认值，
-# 我们仍然明写出来，让代码说清自己依赖什么。它是一道防护，不是沙箱：
+# 我们仍然显式写出，表明代码依赖这一默认行为。它是一道防护，不是沙箱：
 # 只读取你信任的文件。
 
 # %%
@@ -118,6 +144,7 @@ with tempfile.TemporaryDirectory() as folder:
 
 
 # %% [markdown]
+# 输出的最后一行说明，`weights_only=True` 拒绝重建 `Sequential` 这个类。
 # 做法是：保存 `model.state_dict()`；读取时写上 `weights_only=True` 和
 # `map_location`（`"cpu"`、某个设备，或 `{"cuda:1": "cuda:0"}` 这样的映射）；
 # 再调用 `model.load_state_dict(...)`。先读到 CPU 上，还能避免大检查点在
@@ -156,8 +183,7 @@ print("(a) and (b) log the same numbers:", same)
 #
 # 在 CPU 上，调用返回时操作就已完成，没有什么可等，(a) 和 (b) 应当耗时相当。
 # n = 100 时，GPU 上的一步受主机限制（G 远小于 H）：两种写法里 GPU 都在空等，
-# (a) 每步多一次往返，(b) 每步多一次启动，所以差别很小，而且因机器而异
-# （同一块 H200 上的两次运行，一次的比值在 1.25 倍之内，一次刚好超出）。
+# (a) 每步多一次往返，(b) 每步多一次启动，所以差别很小，而且因机器而异。
 # 所以在 CUDA GPU 上，单元格先逐步增大 n，直到 G 与 H 相当
 # （`d2l_gpu.host_and_device_seconds` 测量 (b) 的一步），再在这个 n 上比较，
 # 1000 次乘法轮流取自十对矩阵。
@@ -193,7 +219,7 @@ print(
 )
 
 # %% [markdown]
-# 在 G 与 H 相当的地方，(b) 让主机和 GPU 同时忙碌；(a) 则在每一步都加上
+# 在 G 与 H 相当的规模下，(b) 让主机和 GPU 同时忙碌；(a) 则在每一步都加上
 # GPU 尚未做完的工作和一次往返。预计 (a) 明显更慢。所以要把记录留在设备上，
 # 成批搬回主机。
 #
@@ -201,9 +227,8 @@ print(
 #
 # 启动核函数会立即返回，所以一个 Python 线程就能让两块 GPU 同时忙碌。
 # 每块 GPU 上各做一次大矩阵乘法、再等两者做完，耗时应当约为在一块 GPU 上
-# 先后做这两次的一半。单元格只在有两块 GPU 时计时。只有一块 GPU 或没有 GPU 时，
-# 它只说明实验应当显示什么：如果改用一块 GPU 上的两个 CUDA 流，或者两个
-# CPU 线程，测到的将是另一回事。
+# 先后做这两次的一半。只有两块 GPU 才能显示这一点：如果改用一块 GPU 上的
+# 两个 CUDA 流，或者两个 CPU 线程，测到的将是另一回事。
 
 # %% tags=["nbval-ignore-output"]
 gpus = [d for d in d2l_gpu.try_all_gpus() if d.type != "cpu"]
@@ -232,8 +257,8 @@ else:
     )
 
 # %% [markdown]
-# 原书提示说加速应当接近线性。像这里这样，两块 GPU 唯一共用的只是 Python
-# 启动两个核函数，这个提示就成立。真实的训练还要在 GPU 之间搬运数据，
+# 原书提示说加速应当接近线性。像这里这样，两块 GPU 共用的只有 Python
+# 启动两个核函数这一步时，这个提示成立。真实的训练还要在 GPU 之间搬运数据，
 # [12 – 走出一台机器](12-beyond-one-machine.ipynb) 开始测量这部分耗时。
 
 # %% [markdown]

@@ -13,13 +13,13 @@
 # - `d2l_gpu.Timer`：原书的计时器，改成了读数前先等设备做完；
 #   `d2l_gpu.benchmark`：先预热，再报告时间的中位数和离散程度；
 # - CUDA 事件量的是什么，包括它*并不*排除的那部分时间；
-# - 各课里 `d2l_gpu.compare` 用的那一条规则，以及它的区间。
+# - 各课里 `d2l_gpu.compare` 用的那一条规则，以及它的容差区间。
 #
 # **你需要**
 #
 # - 先读过 [04 – 异步与传输](04-asynchrony-and-transfers.ipynb)：那一课说明了
-#   GPU 按队列干活，而 Python 在前面先跑。GPU 不是必需的：在 CPU 上每个单元格都能运行，
-#   文字会说明 GPU 上会看到什么。
+#   GPU 按队列执行工作，Python 不等它做完就继续往下执行。GPU 不是必需的：
+#   在 CPU 上每个单元格都能运行，文字会说明 GPU 上会看到什么。
 #
 # 代码和输出与英文版相同，所以单元格打印的文字是英文。
 
@@ -42,7 +42,7 @@ if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
 # %% [markdown]
-# ## 时钟必须先等设备：`Timer`
+# ## 读时钟之前先等设备：`Timer`
 #
 # [04](04-asynchrony-and-transfers.ipynb) 说明了：在 GPU 上，一串矩阵乘法的循环早在设备算完之前就返回了。
 # 所以循环刚结束就读时钟，量到的是*启动*这些工作用的时间，而不是做完它们用的时间。
@@ -50,10 +50,9 @@ if d2l_gpu.num_gpus() == 0:
 # 它读时钟之前不等设备，所以在 GPU 上量到的只是启动。
 # `d2l_gpu.Timer` 保留原书的方法名，但每次读数之前都先等设备做完。
 #
-# 下面的单元格用两种方式给十次矩阵乘法计时。开始计时之前先做的十次乘法是*预热*：
-# 一个核函数的头几次调用要挑选算法、准备内存，后面的调用就不必再付这些代价。
-# 在 CPU 上，乘法在调用之内就算完了，所以两种读数一致；
-# 在 GPU 上，不等设备的那次读数只是另一次的一小部分。接着，`Timer` 把同样的工作再测四次。
+# 下面的单元格用两种方式给十次矩阵乘法计时，每种方式各测五次。开始计时之前先做的
+# 十次乘法是*预热*：一个核函数的头几次调用要挑选算法、准备内存，后面的调用就不必
+# 再付这些代价。
 
 # %% tags=["nbval-ignore-output"]
 import time
@@ -70,35 +69,59 @@ def ten_products():
 
 
 ten_products()  # 预热
-d2l_gpu.synchronize(device)
-start = time.perf_counter()
-ten_products()
-plain = time.perf_counter() - start  # Python 已经返回，设备未必做完
-timer = d2l_gpu.Timer(device)  # 先等设备做完，再开始计时
-ten_products()
-timer.stop()  # 先等设备做完，再读时钟
-print(f"10 products of {n}x{n} on {device}:")
-print(f"  a clock that does not wait: {plain * 1e3:8.2f} ms")
-print(f"  d2l_gpu.Timer, which waits: {timer.times[0] * 1e3:8.2f} ms")
-for _ in range(4):
-    timer.start()
+plain, timer = [], d2l_gpu.Timer(device)
+for _ in range(5):
+    d2l_gpu.synchronize(device)
+    start = time.perf_counter()
     ten_products()
-    timer.stop()
-readings = ", ".join(f"{t * 1e3:.2f}" for t in timer.times)
-print(f"five Timer readings (ms): {readings}; mean {timer.avg() * 1e3:.2f} ms")
+    plain.append(time.perf_counter() - start)  # Python 已经返回，设备未必做完
+    timer.start()  # 先等设备做完，再开始计时
+    ten_products()
+    timer.stop()  # 先等设备做完，再读时钟
+print(f"10 products of {n}x{n} on {device}, five readings (ms) each way:")
+for what, times in (
+    ("a clock that does not wait", plain),
+    ("d2l_gpu.Timer, which waits", timer.times),
+):
+    print(f"  {what}: {', '.join(f'{t * 1e3:.2f}' for t in times)}")
+print(f"mean of the Timer readings: {timer.avg() * 1e3:.2f} ms")
 
 # %% [markdown]
+# 下图把两组读数并排画在对数坐标上：请看它们相隔多远。
+
+# %% tags=["nbval-ignore-output"]
+import matplotlib.pyplot as plt
+
+fig, ax = plt.subplots(figsize=(6, 3.6))
+for i, times in enumerate((plain, timer.times)):
+    ax.plot([i] * len(times), [t * 1e3 for t in times], "o", alpha=0.5)
+ax.set_xticks([0, 1], ["does not wait (perf_counter)", "waits (d2l_gpu.Timer)"])
+ax.set_xlim(-0.5, 1.5)
+ax.set_yscale("log")
+readings = [t * 1e3 for t in plain + timer.times]
+ax.set_ylim(min(readings) / 3, max(readings) * 3)  # 上下留出余量，读数一致时两组点看起来也一致
+ax.set_xlabel("clock")
+ax.set_ylabel("time of ten products (ms)")
+ax.set_title(f"10 products of {n}x{n} on {device}", fontsize=9)
+plt.show()
+plt.close(fig)
+
+# %% [markdown]
+# 如果两组读数重叠（在 CPU 上就是这样），说明每次乘法在调用返回之前就已算完。
+# 如果第一组远远低于第二组（在 GPU 上就是这样），说明 Python 只是把工作排进了队列：
+# 不等设备就读时钟，量到的只是启动。
+#
 # ## `benchmark()`：预热、分块、中位数与离散程度
 #
-# 五次读数各不相同。一次读数可能恰好碰上别的程序占着 CPU，或者 GPU 还在提升时钟频率。
+# `Timer` 的五次读数各不相同。一次读数可能恰好碰上别的程序占着 CPU，或者 GPU 还在提升时钟频率。
 # `d2l_gpu.benchmark` 建立在 PyTorch 自带的测量工具 `torch.utils.benchmark.Timer` 之上，
-# 做的正是细心的人会亲手做的事：
+# 把细心的人手动计时时会做的几件事自动完成了：
 #
 # - 先调用几次（预热）；
 # - 把若干次调用归成一个*块*，块要足够大，让读时钟的开销相对于整块可以忽略；
 #   每块的两端都先等设备做完；
 # - 至少计时 10 块，报告每次调用时间的**中位数**（一块慢了也拉不动它），
-#   以及**四分位距**（IQR）：中间一半的块所占的宽度，从第一四分位数（q1）到第三四分位数（q3）。
+#   以及**四分位距**（IQR）：中间一半的块的时间范围，从第一四分位数（q1）到第三四分位数（q3）。
 
 # %% tags=["nbval-ignore-output"]
 product = d2l_gpu.benchmark(lambda: torch.matmul(a, a, out=c), device=device, label="x @ x")
@@ -124,7 +147,7 @@ print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e3:.3f} 
 #   GPU 走到这个标记时，200 次启动都已经在队列里了。
 #   这时事件量到的是这些核函数一个接一个、中间没有空隙地运行的时间，要短得多。
 #
-# 像第一行那样围绕大的矩阵乘法计时，事件和等待设备的主机时钟几乎一致，
+# 像第一行那样围绕大的矩阵乘法计时，事件与同步后读取的主机时钟几乎一致，
 # 因为 GPU 一直有活干。这个单元格还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output", "key-result"]
@@ -162,34 +185,40 @@ else:
     print("waits (Timer, benchmark) measures the work itself.")
 
 # %% [markdown]
-# 最后一行的主机时钟还等了那三次乘法，所以它更大；事件只覆盖那些小核函数。
-# 可见只有队列一直排满时，事件量到的才只是计算本身。
-# `d2l_gpu.benchmark` 和 `compare` 用的是等待设备的主机时钟，
-# 它计入用户真正要等的一切：启动、空闲和计算。
+# 在最后一行，主机读时钟之前还要等那三次乘法做完，所以主机时钟的读数更大；
+# 事件只覆盖那些小核函数。可见只有队列一直排满时，事件量到的才只是计算本身。
+# `d2l_gpu.benchmark` 和 `compare` 则先等设备做完，再读主机时钟，
+# 这样量到的是用户真正要等的一切：启动、空闲和计算。
 #
 # ## `compare()`：判断“哪个更慢”的一条规则
 #
 # 先后测出的两个中位数可能不同，只因为中间机器变忙了。
 # `d2l_gpu.compare(first, second)` 避开了这一点：它让两者按*轮*交替计时
 # （先第一个后第二个，再先第二个后第一个，依此类推，共 10 轮），每轮各计一块，
-# 并算出每轮的比值 second / first。机器慢下来的那一阵落在同一轮的两边，
-# 在这一轮的比值里大体抵消。
+# 并算出每轮的比值 second / first。机器变慢的那段时间会同时影响同一轮里的
+# 两次测量，在这一轮的比值里大体抵消。
 #
-# 然后它只用一条规则，配一个*区间*，区间用倍数表示，为 **1.25** 倍：
+# 然后套用一条规则，只有一个*容差区间*：**1.25** 倍。单元格打印的结论是英文：
 #
-# - 各轮比值的中位数落在 1/1.25（0.8）到 1.25 之间，两者就**耗时相当**；
-# - 只有各轮比值的中间一半（q1 到 q3）都落在区间之外，才说一方**明显**更慢（或更快）；
-# - 介于两者之间的情况，就是**没有明显差别**。
+# - 各轮比值的中位数落在 1/1.25（0.8）到 1.25 之间，两者就**耗时相当**，
+#   输出写作 `A and B took about as long (within 1.25x)`；
+# - 只有各轮比值的中间一半（q1 到 q3）都落在区间之外，才说一方**明显**更慢（或更快），
+#   输出写作 `B took Nx as long as A`，即 B 的耗时是 A 的 N 倍；
+# - 介于两者之间的情况，就是**没有明显差别**，输出写作 `no clear difference between A and B`。
+#
+# 后两种结论的句末写着 `in all 10 rounds` 或 `in 6 of 10 rounds`，
+# 数的是比值超出容差区间的轮数：10 轮全部超出，或 10 轮中有 6 轮超出。
+# 其他常见输出的意思见[术语表](../README.md#代码和输出)。
 #
 # 用倍数而不用百分比，是因为结论不该取决于哪一方放在前面：
 # 这一方向的“耗时是 1.25 倍”，反过来就是“0.8 倍”。
 # 取 1.25，是因为更小的差距很少会改变代码的写法，
 # 而在共享的机器上，计时的漂移往往不止百分之几。
-# 各课都用这个默认区间，并打印 `compare` 返回的那句话；只有本课讨论这个区间。
+# 各课都用这个默认的容差区间，并打印 `compare` 返回的那句话；只有本课讨论它。
 #
 # 下面的单元格先比较 `x * 2` 与 `x + x`（读写的内存一样多，应当耗时相当），
 # 再比较 `x * 2` 与在四倍数据上做的 `x * 2`，后者应当明显更慢。
-# 每句话下面都打印各轮比值的中位数和中间一半，旁边是区间。
+# 每句话下面都打印各轮比值的中位数和中间一半，旁边是容差区间。
 
 # %% tags=["nbval-ignore-output"]
 x = torch.randn(2**22, device=device)  # 16 MiB 的 float32 数据
@@ -228,11 +257,11 @@ for first, second, labels in (
 # %% [markdown]
 # ## 本课小结
 #
-# - 不等 GPU 的时钟量到的是启动。`d2l_gpu.Timer` 保留原书的方法名，每次读数都先等设备。
+# - 不等 GPU 做完就读时钟，量到的是启动。`d2l_gpu.Timer` 保留原书的方法名，每次读数之前都先等设备。
 # - `d2l_gpu.benchmark` 先预热，至少计时 10 块，报告每次调用时间的中位数和四分位距。
 # - CUDA 事件量的是两个标记之间的 GPU 时间线，空闲也算在内；
 #   只有队列一直排满，它量到的才只是计算本身。
-# - `d2l_gpu.compare` 让两个调用按轮交替计时，只用一个区间，倍数为 1.25：
+# - `d2l_gpu.compare` 让两个调用按轮交替计时，只有一个容差区间：1.25 倍。
 #   比值在 0.8 到 1.25 之间算耗时相当，只有各轮比值的中间一半落在区间之外才算“明显”。
 #
 # 下一篇：[10 – 性能分析器与 meta 设备](10-profiler-and-meta.ipynb)
