@@ -38,16 +38,54 @@ if d2l_gpu.num_gpus() == 0:
 # %% [markdown]
 # ## Why the hardware matters
 #
-# Since about 2000, the arithmetic a single GPU can do per second has grown by
-# roughly a factor of a thousand every ten years, and models grew with it: much
-# of deep learning would take too long on a CPU. But a GPU is a separate device
-# with its own memory, and the data a computation needs has to be there first.
+# By the book, since about 2000 a single GPU's arithmetic per second has grown
+# about a thousandfold every ten years. The figure holds that to NVIDIA's
+# datasheets, beside a float32 matrix product timed here: compare the slopes.
+
+# %% tags=["nbval-ignore-output"]
+import datetime
+
+import matplotlib.pyplot as plt
+
+# peak TFLOP/s by NVIDIA's datasheets, SXM boards where there is a choice
+year = {"K40": 2013, "P100": 2016, "V100": 2017, "A100": 2020, "H100": 2022, "B200": 2024}
+float32 = {"K40": 4.29, "P100": 10.6, "V100": 15.7, "A100": 19.5, "H100": 67, "B200": 75}
+tensor16 = {"V100": 125, "A100": 312, "H100": 989, "B200": 2250}  # FP16/BF16, dense
+
+device = d2l_gpu.try_gpu()
+side = 512 if device.type == "cpu" else 4096
+a = torch.randn(side, side, device=device)
+c = torch.empty_like(a)
+seconds = d2l_gpu.benchmark(lambda: torch.matmul(a, a, out=c), device=device, min_run_time=0.1)
+measured = 2 * side**3 / seconds.median / 1e12
+print(f"float32 {side}x{side} product on {device}: {measured:.3g} TFLOP/s")
+k40, h100 = float32["K40"], float32["H100"]
+print(f"datasheet, K40 to H100: float32 {h100 / k40:.0f}x, tensor cores {tensor16['H100'] / k40:.0f}x")
+
+fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+for peaks, label in ((float32, "float32"), (tensor16, "FP16/BF16 tensor cores, dense")):
+    ax.semilogy([year[g] for g in peaks], list(peaks.values()), "o-", label=f"datasheet: {label}")
+for gpu, peak in float32.items():
+    ax.annotate(gpu, (year[gpu], peak), xytext=(0, -13), textcoords="offset points", ha="center")
+now = datetime.date.today().year
+ax.semilogy([now], [measured], "r*", markersize=12, label=f"this machine (measured, {device})")
+ax.set_xlabel("launch year")
+ax.set_ylabel("rate (TFLOP/s)")
+ax.legend(fontsize="small")
+plt.show()
+plt.close(fig)
+
+# %% [markdown]
+# Held to the datasheets, the claim fails for float32, which grew about 16x from
+# the K40 (2013) to the H100 (2022); 16-bit tensor-core math reaches about 230x
+# the K40's float32, and a thousandfold takes 8-bit numbers on the B200 (2024).
+# A GPU is also a separate device with its own memory: the data a computation
+# needs has to be there first.
 #
 # This section is about exactly that: naming devices, putting tensors and models
-# on them, and moving data between them without wasting the speed we came for.
-# It starts with one GPU and then copies data between two; later chapters spread
-# training over several GPUs and several servers (a first look is in
-# [12 – Beyond one machine](12-beyond-one-machine.ipynb)).
+# on them, and moving data between them without wasting the speed. It uses one
+# GPU, then two; later chapters spread training over many GPUs and servers (a
+# first look: [12 – Beyond one machine](12-beyond-one-machine.ipynb)).
 #
 # ## Look at the hardware
 #
@@ -117,8 +155,8 @@ print("a tensor made from a NumPy array lives on:", torch.from_numpy(np.arange(6
 # for `torch.from_numpy`. It works through a hook that sees every call into
 # torch, so it adds a little Python work to each of them, and code that names
 # no device then means different things on different machines.
-# `set_default_device(None)` removes the hook again. The cell below shows where
-# two tensors land under such a default:
+# `set_default_device(None)` removes the hook. Where two tensors land under such
+# a default:
 
 # %%
 device = d2l_gpu.try_gpu()
@@ -143,10 +181,9 @@ print("after set_default_device(None), torch.zeros goes to", torch.zeros(2).devi
 # the GPU wastes the server. The helpers in `d2l_gpu` pick what exists.
 #
 # Running every demonstration of this section as written takes two GPUs,
-# because one of them copies data from one GPU to another. Renting a multi-GPU
-# cloud machine for an hour is cheap. With fewer GPUs, the demonstrations that
-# want a second one use the CPU in its place and print that they did. The next
-# cell says which case this machine is.
+# because one of them copies data from one GPU to another. With fewer GPUs, the
+# demonstrations that want a second one use the CPU in its place and print that
+# they did. The next cell says which case this machine is.
 
 # %% tags=["nbval-ignore-output"]
 n = d2l_gpu.num_gpus()

@@ -43,15 +43,15 @@ if d2l_gpu.num_gpus() == 0:
 # program for the GPU) into the GPU's queue and returns at once, like ordering
 # coffee by phone: the result tensor exists at once, its values come later. The
 # cell queues ten products and reads the clock after the loop and after
-# `d2l_gpu.synchronize(device)` has waited for the queue to empty. On a CPU
-# each call computes before returning, so the readings agree; on a GPU the
-# first is far smaller.
+# `d2l_gpu.synchronize(device)` waits for the queue to empty. On a CPU each
+# call computes before returning, so the readings agree; on a GPU the first is
+# far smaller.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 import time
 
 device = d2l_gpu.try_gpu()
-torch.set_num_threads(1)  # one CPU thread: steadier timings on a busy machine
+torch.set_num_threads(1)  # one CPU thread: steadier timings
 n = 256 if device.type == "cpu" else 4096
 a = torch.randn(n, n, device=device)
 c = torch.empty_like(a)
@@ -79,8 +79,8 @@ print(f"  the second reading is {finished / queued:.1f}x the first: {meaning}")
 #
 # Each cell below compares two pieces of code with `d2l_gpu.compare`, timed
 # with clocks that wait for the device ([09](09-timing-a-gpu.ipynb) explains
-# how), and prints one sentence. The stored outputs come from a machine without
-# a GPU, where a "transfer" is a copy within main memory.
+# how), and prints a verdict. Stored outputs come from a CPU-only machine,
+# where a "transfer" stays in main memory.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 host = torch.randn(1024, 1024)  # 4 MiB in main memory
@@ -102,12 +102,59 @@ print(d2l_gpu.compare(
 # %% [markdown]
 # `x * 2` reads and writes as much memory as the copy moves, yet on a GPU the
 # copy crosses the bus and takes many times as long; on a CPU both stay in main
-# memory. Every copy pays a fixed cost, so 1024 small ones lose to one large one.
+# memory. The figure times one copy per size, 1 KiB to 64 MiB (on a CUDA GPU, not
+# yet run, from pinned memory too).
+
+# %% tags=["nbval-ignore-output"]
+import matplotlib.pyplot as plt
+
+sizes = [4**k * 1024 for k in range(9)]
+memories = {"ordinary": False, "pinned": True} if device.type == "cuda" else {"ordinary": False}
+
+
+def copy(size, pinned):
+    source = torch.empty(size // 4, pin_memory=pinned)  # 4 bytes per float32
+    landing = torch.empty(size // 4, device=device)
+    return lambda: landing.copy_(source, non_blocking=pinned)
+
+
+fig, (left, right) = plt.subplots(1, 2, figsize=(6, 3.6), layout="constrained")
+largest = 0.0
+for memory, pinned in memories.items():
+    times = [d2l_gpu.benchmark(copy(s, pinned), device=device, min_run_time=0.05) for s in sizes]
+    us = [t.median * 1e6 for t in times]
+    us_spread = [[(t.median - t.q1) * 1e6 for t in times], [(t.q3 - t.median) * 1e6 for t in times]]
+    rates = [s / t.median / 1e9 for s, t in zip(sizes, times, strict=True)]
+    rate_spread = [
+        [r - s / t.q3 / 1e9 for r, s, t in zip(rates, sizes, times, strict=True)],
+        [s / t.q1 / 1e9 - r for r, s, t in zip(rates, sizes, times, strict=True)],
+    ]
+    label = f"{memory} memory to {device}"
+    left.errorbar(sizes, us, yerr=us_spread, fmt="o-", capsize=2, label=label)
+    right.errorbar(sizes, rates, yerr=rate_spread, fmt="o-", capsize=2)
+    largest = max(largest, rates[-1])
+    print(f"{label}: {us[0]:.3g} µs per 1 KiB copy, {rates[-1]:.3g} GB/s at 64 MiB")
+right.axhline(largest, color="gray", linestyle="--", label=f"64 MiB copy: {largest:.3g} GB/s")
+for ax in (left, right):
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(sizes[::2], ["1 KiB", "16 KiB", "256 KiB", "4 MiB", "64 MiB"], fontsize="small")
+    ax.set_xlabel("transfer size (bytes)")
+left.set_ylabel("time per copy (µs)")
+right.set_ylabel("rate (GB/s)")
+fig.legend(loc="outside lower center", fontsize="small", ncols=2)
+plt.show()
+plt.close(fig)
+
+# %% [markdown]
+# Small copies take about the fixed cost of any copy, so 1024 small ones lose to
+# one large one. Large ones level off at a rate (dashed: the largest copy's),
+# the bus's limit or, on a CPU, that of the cache or memory holding the data.
 #
 # Reading values back costs too: `print(x)`, `x.item()`, `x.tolist()` and
 # `x.cpu()` copy a GPU tensor to main memory, each after waiting for the work
-# queued before it. `x.numpy()` refuses a GPU tensor, so NumPy needs `x.cpu()`
-# first, with the same wait.
+# queued before it. `x.numpy()` refuses a GPU tensor; NumPy needs `x.cpu()`
+# first.
 
 # %% tags=["nbval-ignore-output"]
 values = torch.rand(256, device=device)
@@ -125,19 +172,18 @@ print(d2l_gpu.compare(
 # lock while it waits: what the wait costs is the queue.
 #
 # Say a step costs the host H seconds (preparing data, launching kernels) and
-# the GPU G seconds. On one CUDA stream a kernel starts as soon as it has been
-# launched and the GPU is free, so host and GPU overlap *within* a step even when
-# it ends in `.item()`. Without the wait, the host also queues step k + 1 while
-# the GPU runs step k, and a step costs about max(H, G). The wait removes only
-# this run-ahead across steps: a step then costs between max(H, G) and H + G
-# (plus a round trip), and reaches H + G when the step's GPU work must wait for
-# all of its host work, as when the host first prepares each batch.
+# the GPU G seconds. On one CUDA stream a kernel starts once launched if the GPU
+# is free, so host and GPU overlap *within* a step even when it ends in
+# `.item()`. Without the wait, the host also queues step k + 1 while the GPU
+# runs step k, and a step costs about max(H, G). The wait removes only this
+# run-ahead across steps: a step then costs between max(H, G) and H + G (plus a
+# round trip), reaching H + G when the step's GPU work must wait for all its
+# host work, as when the host first prepares each batch.
 #
-# The cell builds such a step: the host draws a batch on the CPU into pinned
-# memory (explained below), then the GPU runs `depth` matrix products on it. On a
-# CUDA GPU, `d2l_gpu.host_and_device_seconds` measures H and G, and the model is
-# deepened until G is about H, where the wait costs most. No GPU has run this
-# cell yet.
+# The cell builds such a step: the host draws a batch into pinned memory
+# (below), then the GPU runs `depth` matrix products on it. On a CUDA GPU,
+# `d2l_gpu.host_and_device_seconds` measures H and G, and `depth` grows until G
+# is about H, where the wait costs most. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 pin = device.type == "cuda"  # pinned memory serves CUDA copies
@@ -167,7 +213,7 @@ def train(step, log_every_step, steps=10):
 depth = 4
 if device.type == "cuda":
     host_s, gpu_s = d2l_gpu.host_and_device_seconds(make_step(depth), device, steps=10)
-    for _ in range(2):  # deepen the model until G is about H
+    for _ in range(2):  # until G is about H
         depth = min(64, max(1, round(depth * host_s / gpu_s)))
         host_s, gpu_s = d2l_gpu.host_and_device_seconds(make_step(depth), device, steps=10)
 step = make_step(depth)
@@ -198,8 +244,8 @@ else:
 #
 # With `torch.cuda.set_sync_debug_mode("warn")`, PyTorch warns at operations
 # that make the host wait for a CUDA GPU (most of them). The cell prints which
-# of some similar lines waited. Without CUDA it raises an error, so there the
-# cell prints what PyTorch's source says. No GPU has run this cell yet.
+# of some similar lines waited or, without CUDA (where the mode raises an
+# error), what PyTorch's source says. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output"]
 import warnings
@@ -207,7 +253,7 @@ import warnings
 x = torch.randn(1024, device=device)
 batch = torch.randn(rows, width)  # ordinary memory
 pinned = batch.pin_memory() if pin else batch
-lines = {  # each line, and whether it makes the host wait for a CUDA GPU
+lines = {  # each line, and whether it waits for a CUDA GPU
     "x * 2": (lambda: x * 2, False),
     "x.sum().item()": (lambda: x.sum().item(), True),
     "x[x > 0]": (lambda: x[x > 0], True),  # only the GPU knows the result's size
@@ -267,9 +313,9 @@ else:
 # things happens first. A copy to the host with `non_blocking=True` is only
 # queued, and nothing makes the CPU wait before reading. The cell fills a host
 # buffer with -1, queues twenty products of a matrix of ones and the copy back,
-# and reads the last element at once and after synchronizing. On a CUDA GPU, and on Apple's MPS too, the early read should
-# find -1. A race can come out right by luck, so a right early read proves
-# nothing.
+# and reads the last element at once and after synchronizing. On a CUDA GPU or
+# Apple's MPS, the early read should find -1. A race can come out right by luck,
+# so a right early read proves nothing.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 ones = torch.ones(n, n, device=device)

@@ -39,13 +39,52 @@ if d2l_gpu.num_gpus() == 0:
 # %% [markdown]
 # ## 硬件为什么重要
 #
-# 大约从 2000 年起，单块 GPU 每秒能完成的运算量每十年增长约一千倍，模型的规模也随之增长。
-# 深度学习里的许多任务，只靠 CPU 耗时太长。但 GPU 是一块独立的设备，有自己的显存，
-# 计算要用的数据必须先放进显存。
+# 原书说，大约从 2000 年起，单块 GPU 每秒能完成的运算量每十年增长约一千倍。
+# 下图拿 NVIDIA 数据手册上的峰值来检验这个说法，并标出本机实测的 float32 矩阵乘法速率。
+# 看图时请比较各条线的斜率。
+
+# %% tags=["nbval-ignore-output"]
+import datetime
+
+import matplotlib.pyplot as plt
+
+# NVIDIA 数据手册上的峰值 TFLOP/s，有多种板型时取 SXM 版
+year = {"K40": 2013, "P100": 2016, "V100": 2017, "A100": 2020, "H100": 2022, "B200": 2024}
+float32 = {"K40": 4.29, "P100": 10.6, "V100": 15.7, "A100": 19.5, "H100": 67, "B200": 75}
+tensor16 = {"V100": 125, "A100": 312, "H100": 989, "B200": 2250}  # FP16/BF16，稠密（不计稀疏）
+
+device = d2l_gpu.try_gpu()
+side = 512 if device.type == "cpu" else 4096
+a = torch.randn(side, side, device=device)
+c = torch.empty_like(a)
+seconds = d2l_gpu.benchmark(lambda: torch.matmul(a, a, out=c), device=device, min_run_time=0.1)
+measured = 2 * side**3 / seconds.median / 1e12
+print(f"float32 {side}x{side} product on {device}: {measured:.3g} TFLOP/s")
+k40, h100 = float32["K40"], float32["H100"]
+print(f"datasheet, K40 to H100: float32 {h100 / k40:.0f}x, tensor cores {tensor16['H100'] / k40:.0f}x")
+
+fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+for peaks, label in ((float32, "float32"), (tensor16, "FP16/BF16 tensor cores, dense")):
+    ax.semilogy([year[g] for g in peaks], list(peaks.values()), "o-", label=f"datasheet: {label}")
+for gpu, peak in float32.items():
+    ax.annotate(gpu, (year[gpu], peak), xytext=(0, -13), textcoords="offset points", ha="center")
+now = datetime.date.today().year
+ax.semilogy([now], [measured], "r*", markersize=12, label=f"this machine (measured, {device})")
+ax.set_xlabel("launch year")
+ax.set_ylabel("rate (TFLOP/s)")
+ax.legend(fontsize="small")
+plt.show()
+plt.close(fig)
+
+# %% [markdown]
+# 对照数据手册，这个说法对 float32 并不成立：从 K40（2013 年）到 H100（2022 年），float32 的峰值只增长了约 16 倍。
+# 在张量核心上做 16 位运算，H100 的峰值约为 K40 float32 峰值的 230 倍。
+# 要达到一千倍，得用 B200（2024 年）张量核心上的 8 位运算。
+# 此外，GPU 是一块独立的设备，有自己的显存，计算要用的数据必须先放进显存。
 #
-# 本节讲的正是这件事：怎样称呼各个设备，怎样把张量和模型放上去，
+# 本节讲的正是这件事：怎样表示各个设备，怎样把张量和模型放上去，
 # 怎样在设备之间搬运数据而不白白损耗速度。
-# 我们先用一块 GPU，再在两块 GPU 之间复制数据。之后的章节会把训练分到多块 GPU 和多台服务器上，
+# 我们先用一块 GPU，再用两块。之后的章节会把训练分到多块 GPU 和多台服务器上，
 # 可以先看 [12 – 走出一台机器](12-beyond-one-machine.ipynb)。
 #
 # ## 看看硬件
@@ -75,7 +114,7 @@ else:
 #
 # 使用 PyTorch 只需要装驱动，因为支持 CUDA 的 PyTorch 安装包自带 CUDA 运行时。
 # `nvidia-smi` 表头里的“CUDA Version”是*驱动*支持的最高 CUDA 版本；
-# `torch.version.cuda` 则是当前安装的 PyTorch 编译时所用的 CUDA 版本，只要它的大版本不比驱动的新，驱动就能运行它。
+# `torch.version.cuda` 则是当前安装的 PyTorch 编译时所用的 CUDA 版本，只要它的主版本号不比驱动的新，驱动就能运行它。
 # 只支持 CPU 的 PyTorch 在这里打印 `None`，ROCm 版本则填写 `torch.version.hip`：
 
 # %% tags=["nbval-ignore-output"]
@@ -108,7 +147,7 @@ print("a tensor made from a NumPy array lives on:", torch.from_numpy(np.arange(6
 # 新建层的权重）都会把张量放到 `d` 上，但 `torch.from_numpy` 不受影响。
 # 它靠一个钩子实现，这个钩子会经手每一次对 torch 的调用，所以每次调用都多了一点 Python 开销。
 # 此外，不写设备的代码在不同机器上的含义也就不同了。`set_default_device(None)` 会撤掉钩子。
-# 下面的单元格展示设了默认设备之后，两个张量各自放在哪里：
+# 设了默认设备之后，两个张量各自放在哪里：
 
 # %%
 device = d2l_gpu.try_gpu()
@@ -125,15 +164,15 @@ print("after set_default_device(None), torch.zeros goes to", torch.zeros(2).devi
 # 两行写法相似的代码，结果却在两个设备上。本节各课都直接写明设备。
 # 如果只想影响几行代码，可以用 `with torch.device(d):`，效果相同，又不改全局设置。
 #
-# ## 同一份代码，会遇到有 GPU 和没有 GPU 的机器
+# ## 让同一份代码在有无 GPU 的机器上都能运行
 #
 # 同一个脚本，可能跑在没有 GPU 的笔记本电脑上，也可能跑在有八块 GPU 的云服务器上。
 # 认定有 GPU 的代码会在笔记本电脑上崩溃，无视 GPU 的代码又白白浪费了服务器。
 # `d2l_gpu` 的辅助函数只挑实际存在的设备。
 #
 # 要原样运行本节的全部演示，需要两块 GPU，因为有一个演示要把数据从一块 GPU 复制到另一块。
-# 在云上租一台多卡机器用一小时，花费并不高。GPU 不够时，需要第二块 GPU 的演示会用 CPU 代替，
-# 并在输出里说明。下面的单元格告诉你这台机器属于哪种情况。
+# GPU 不够时，需要第二块 GPU 的演示会用 CPU 代替，并在输出里说明。
+# 下面的单元格告诉你这台机器属于哪种情况。
 
 # %% tags=["nbval-ignore-output"]
 n = d2l_gpu.num_gpus()

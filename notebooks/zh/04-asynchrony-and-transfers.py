@@ -43,14 +43,14 @@ if d2l_gpu.num_gpus() == 0:
 # Python 对 GPU 张量调用 `torch.matmul` 时，PyTorch 把一个*核函数*（在 GPU 上运行的程序）
 # 放进 GPU 的队列，然后立即返回。这好比打电话订咖啡：结果张量马上就有了，值稍后才到。
 # 下面的单元格把十次矩阵乘法排进队列，在循环刚结束时和 `d2l_gpu.synchronize(device)`
-# 等到队列清空之后各记一次时间。在 CPU 上，每次调用都算完才返回，两次读数相同；
+# 等到队列清空之后各记一次时间。在 CPU 上，每次调用都算完才返回，两次读数相近；
 # 在 GPU 上，第一次读数要小得多。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 import time
 
 device = d2l_gpu.try_gpu()
-torch.set_num_threads(1)  # 只用一个 CPU 线程：机器繁忙时计时也稳定
+torch.set_num_threads(1)  # 只用一个 CPU 线程：计时更稳定
 n = 256 if device.type == "cpu" else 4096
 a = torch.randn(n, n, device=device)
 c = torch.empty_like(a)
@@ -76,7 +76,7 @@ print(f"  the second reading is {finished / queued:.1f}x the first: {meaning}")
 # %% [markdown]
 # ## 旁注，实测
 #
-# 下面每个单元格都用 `d2l_gpu.compare` 比较两段代码。计时前它会先等设备做完
+# 下面每个单元格都用 `d2l_gpu.compare` 比较两段代码。它计时时会等设备把工作做完再读时钟
 # （[09](09-timing-a-gpu.ipynb) 讲具体做法），最后打印一句结论。
 # 这里保存的输出来自一台没有 GPU 的机器，所谓“传输”只是内存里的一次复制。
 
@@ -99,8 +99,54 @@ print(d2l_gpu.compare(
 
 # %% [markdown]
 # `x * 2` 读写的数据量与这次复制相同。在 GPU 上，复制要经过总线，耗时是它的许多倍；
-# 在 CPU 上，两者都只在内存里进行。每次复制都有固定开销，
-# 所以 1024 次小复制要比一次大复制慢得多。
+# 在 CPU 上，两者都只在内存里进行。下图给 1 KiB 到 64 MiB 之间不同大小的复制计时；
+# 在 CUDA GPU 上还画出从锁页内存复制的曲线（这部分尚未在 GPU 上运行过）。
+
+# %% tags=["nbval-ignore-output"]
+import matplotlib.pyplot as plt
+
+sizes = [4**k * 1024 for k in range(9)]
+memories = {"ordinary": False, "pinned": True} if device.type == "cuda" else {"ordinary": False}
+
+
+def copy(size, pinned):
+    source = torch.empty(size // 4, pin_memory=pinned)  # 每个 float32 占 4 字节
+    landing = torch.empty(size // 4, device=device)
+    return lambda: landing.copy_(source, non_blocking=pinned)
+
+
+fig, (left, right) = plt.subplots(1, 2, figsize=(6, 3.6), layout="constrained")
+largest = 0.0
+for memory, pinned in memories.items():
+    times = [d2l_gpu.benchmark(copy(s, pinned), device=device, min_run_time=0.05) for s in sizes]
+    us = [t.median * 1e6 for t in times]
+    us_spread = [[(t.median - t.q1) * 1e6 for t in times], [(t.q3 - t.median) * 1e6 for t in times]]
+    rates = [s / t.median / 1e9 for s, t in zip(sizes, times, strict=True)]
+    rate_spread = [
+        [r - s / t.q3 / 1e9 for r, s, t in zip(rates, sizes, times, strict=True)],
+        [s / t.q1 / 1e9 - r for r, s, t in zip(rates, sizes, times, strict=True)],
+    ]
+    label = f"{memory} memory to {device}"
+    left.errorbar(sizes, us, yerr=us_spread, fmt="o-", capsize=2, label=label)
+    right.errorbar(sizes, rates, yerr=rate_spread, fmt="o-", capsize=2)
+    largest = max(largest, rates[-1])
+    print(f"{label}: {us[0]:.3g} µs per 1 KiB copy, {rates[-1]:.3g} GB/s at 64 MiB")
+right.axhline(largest, color="gray", linestyle="--", label=f"64 MiB copy: {largest:.3g} GB/s")
+for ax in (left, right):
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(sizes[::2], ["1 KiB", "16 KiB", "256 KiB", "4 MiB", "64 MiB"], fontsize="small")
+    ax.set_xlabel("transfer size (bytes)")
+left.set_ylabel("time per copy (µs)")
+right.set_ylabel("rate (GB/s)")
+fig.legend(loc="outside lower center", fontsize="small", ncols=2)
+plt.show()
+plt.close(fig)
+
+# %% [markdown]
+# 小复制的耗时都接近复制的固定开销，所以 1024 次小复制比一次大复制慢得多。
+# 大复制的速率趋于平稳（虚线是最大那次复制的速率），这时瓶颈在总线；
+# 在 CPU 上，瓶颈在存放数据的那一级缓存或内存。
 #
 # 把数值读回来也有代价。`print(x)`、`x.item()`、`x.tolist()` 和 `x.cpu()`
 # 都会把 GPU 张量复制到内存，而且复制之前要先等排在前面的工作做完。
@@ -121,10 +167,10 @@ print(d2l_gpu.compare(
 # Python 的全局解释器锁，但 PyTorch 在等待时会释放这把锁。问题其实出在队列上。
 #
 # 设一步训练在主机上要花 H 秒（准备数据、启动核函数），在 GPU 上要花 G 秒。
-# 在同一个 CUDA 流上，核函数一启动，只要 GPU 空闲就开始执行。
+# 在同一个 CUDA 流上，核函数一经提交（启动），只要 GPU 空闲就开始执行。
 # 所以即使一步以 `.item()` 结尾，主机和 GPU 在这一步*之内*仍然同时工作。
 # 不等待时，GPU 执行第 k 步的同时，主机已经在把第 k + 1 步排进队列，每步耗时约为 max(H, G)。
-# 每步等待一次，去掉的只是这种跨步的提前排队：每步的耗时落在 max(H, G) 与 H + G 之间
+# 每步等待一次，去掉的只是这种步与步之间的提前排队：每步的耗时落在 max(H, G) 与 H + G 之间
 # （再加一次往返）。只有当 GPU 的工作必须等这一步的主机工作全部做完时，
 # 才会达到 H + G，例如主机先准备好批次，模型才能在上面计算。
 #
@@ -161,7 +207,7 @@ def train(step, log_every_step, steps=10):
 depth = 4
 if device.type == "cuda":
     host_s, gpu_s = d2l_gpu.host_and_device_seconds(make_step(depth), device, steps=10)
-    for _ in range(2):  # 加深模型，直到 G 与 H 相当
+    for _ in range(2):  # 直到 G 与 H 相当
         depth = min(64, max(1, round(depth * host_s / gpu_s)))
         host_s, gpu_s = d2l_gpu.host_and_device_seconds(make_step(depth), device, steps=10)
 step = make_step(depth)
@@ -201,7 +247,7 @@ import warnings
 x = torch.randn(1024, device=device)
 batch = torch.randn(rows, width)  # 普通内存
 pinned = batch.pin_memory() if pin else batch
-lines = {  # 每行代码，以及它会不会让主机等 CUDA GPU
+lines = {  # 每行代码，以及它会不会等 CUDA GPU
     "x * 2": (lambda: x * 2, False),
     "x.sum().item()": (lambda: x.sum().item(), True),
     "x[x > 0]": (lambda: x[x > 0], True),  # 结果有多大，只有 GPU 算完才知道
@@ -234,10 +280,10 @@ else:
 #
 # ## 锁页内存与 `non_blocking`
 #
-# CUDA GPU 只能直接从锁页（pinned）内存复制数据。数据在普通内存里时，
+# CUDA GPU 只能直接从锁页（pinned，也称固定）内存复制数据。数据在普通内存里时，
 # 要先经过一块锁页的中转缓冲区，PyTorch 还要等复制结束；
 # 如果内存事先锁了页，`non_blocking=True` 只把复制排进队列。
-# 锁页本身也不便宜：`pin_memory()` 要把数据再复制一遍，操作系统也不能再把锁住的内存页换出到磁盘。
+# 锁页本身开销也不小：`pin_memory()` 要把数据再复制一遍，操作系统也不能再把锁住的内存页换出到磁盘。
 # 应当只给反复使用的缓冲区锁页，或者交给设了 `pin_memory=True` 的 `DataLoader` 去锁页。
 # 下面的单元格给两种复制和 `pin_memory()` 本身计时。这个单元格还没有在 GPU 上运行过。
 
@@ -262,6 +308,7 @@ else:
 # 然后读最后一个元素：一次立刻读，一次在同步之后读。
 # 在 CUDA GPU 上（Apple 的 MPS 也一样），过早的那次读取应当读到 -1。
 # 竞态也可能碰巧得出正确结果，所以过早的读取即使读对了，也说明不了什么。
+# CPU 上没有队列，也就没有竞态，所以单元格打印 `the early read was right`（读对了）。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 ones = torch.ones(n, n, device=device)
@@ -287,7 +334,7 @@ else:
 #
 # - GPU 按队列工作，Python 不等它就往下执行。
 # - 在 GPU 上，传输比简单运算更耗时；许多次小复制比一次大复制更慢；把数值读回来要等待。
-# - 每步等待一次，去掉的只是跨步的提前排队。损失要留在设备上记录；
+# - 每步等待一次，去掉的只是步与步之间的提前排队。损失要留在设备上记录；
 #   `set_sync_debug_mode` 能找出隐藏的等待。
 # - 锁页有它自己的代价；用 `non_blocking=True` 复制回主机之后，必须先同步再读。
 #
