@@ -29,6 +29,8 @@ def _index(i: object, func: str) -> int:
     # torch keeps an index in 8 bits: torch.device("cuda", 300) would be cuda:44.
     accepted = f"{func}(i) takes a GPU index, an int from 0 to 127 (0 is the first GPU)"
     try:
+        if isinstance(i, bool):  # operator.index(True) is 1, but a flag is no GPU index
+            raise TypeError
         index = operator.index(i)
     except TypeError:
         raise TypeError(f"{accepted}, got {i!r}") from None

@@ -35,10 +35,14 @@ def _host_memory() -> tuple[int | None, int | None]:
 
 def _cuda_used(device: torch.device) -> int | None:
     """Bytes in use on a CUDA card, asked without creating a context on it: of the driver
-    for a card this process uses, else of NVML where nvidia-ml-py is installed."""
+    for a card this process uses, else (or when the driver refuses) of NVML where
+    nvidia-ml-py is installed."""
     if in_use(device):
-        free, total = torch.cuda.mem_get_info(device)
-        return total - free
+        try:
+            free, total = torch.cuda.mem_get_info(device)
+            return total - free
+        except RuntimeError:  # a busy or exclusive-process card, a driver error
+            pass
     try:
         return torch.cuda.device_memory_used(device)
     except Exception:  # the library missing, or one of NVML's own error types
@@ -112,8 +116,12 @@ def device_report() -> str:
     for r in rows:
         total, used = _gib(r["total_memory"]), _gib(r["used_memory"])
         lines.append(f"{r['device']:<{width}}  {total:>10}  {used:>10}  {r['name']}")
-    if any(r["used_memory"] is None and r["device"].startswith("cuda") for r in rows):
-        lines.append("used unknown: a card this process has not used (nvidia-ml-py would tell)")
+    unknown = [r["device"] for r in rows if r["used_memory"] is None and r["device"] != "cpu"]
+    if unknown:
+        lines.append(
+            f"used unknown on {', '.join(unknown)}: a card this process has not used, or "
+            "whose driver would not say (nvidia-ml-py would tell for a CUDA card)"
+        )
     versions = {**info["software"], "platform": f"{sys.platform}, {platform.machine()}"}
     key_width = max(map(len, versions))
     lines += [f"{k:<{key_width}}  {v}" for k, v in versions.items()]

@@ -8,9 +8,12 @@ and ``Benchmark`` keep the d2l book's interface; ``benchmark`` is the careful on
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 import time
+import timeit
 from collections.abc import Callable, Sequence
+from numbers import Integral, Real
 from typing import Any
 
 import torch
@@ -127,13 +130,16 @@ class Measurement:
 
 
 def check_timing(fn: object, min_run_time: float, warmup: int, name: str = "fn") -> None:
-    """Refuse settings no timing can use, naming what is accepted."""
+    """Refuse settings no timing can use, naming what is accepted (an endless
+    ``min_run_time`` would loop forever or overflow deep inside)."""
     if not callable(fn):
         raise TypeError(f"{name} must be a function to call with no arguments, got {fn!r}")
-    if not min_run_time > 0:
-        raise ValueError(f"min_run_time must be a number of seconds > 0, got {min_run_time!r}")
-    if not warmup >= 0:
-        raise ValueError(f"warmup must be a number of calls >= 0, got {warmup!r}")
+    if not (isinstance(min_run_time, Real) and 0 < min_run_time < math.inf):  # nan fails too
+        raise ValueError(
+            f"min_run_time must be a finite number of seconds > 0, got {min_run_time!r}"
+        )
+    if isinstance(warmup, bool) or not isinstance(warmup, Integral) or warmup < 0:
+        raise ValueError(f"warmup must be a whole number of calls >= 0, got {warmup!r}")
 
 
 def benchmark(
@@ -148,8 +154,9 @@ def benchmark(
     """Time ``fn()`` the careful way: the median and IQR of at least 10 blocks of calls.
 
     After ``warmup`` calls, ``torch.utils.benchmark.Timer.blocked_autorange`` sizes
-    blocks so that reading the clock (which waits for ``device``) costs little beside
-    one, and runs them for ``min_run_time`` seconds, and on until there are 10.
+    blocks once, so that reading the clock (which waits for ``device``) costs little
+    beside one, and near ``min_run_time / 10``; blocks of that size then run for
+    ``min_run_time`` seconds, and on until there are 10.
     ``num_threads``: torch's CPU threads meanwhile (default: as they are).
     """
     check_timing(fn, min_run_time, warmup)
@@ -163,13 +170,19 @@ def benchmark(
     with set_torch_threads(threads):  # the warm-up runs as the timed calls will
         for _ in range(warmup):
             fn()
-    timer = TorchTimer("fn()", globals={"fn": fn}, timer=waiting_clock(device), num_threads=threads)
-    times, spent = [], 0.0
-    # Short runs of Timer's loop keep blocks near min_run_time / 10 when the clock waits on a GPU.
-    while len(times) < MIN_BLOCKS or spent < min_run_time:
-        measured = timer.blocked_autorange(min_run_time=min_run_time / MIN_BLOCKS)
-        times += measured.times
-        spent += sum(measured.raw_times)
+    clock = waiting_clock(device)
+    timer = TorchTimer("fn()", globals={"fn": fn}, timer=clock, num_threads=threads)
+    # A short first run keeps blocks near min_run_time / 10 when the clock waits on a GPU.
+    first = timer.blocked_autorange(min_run_time=min_run_time / MIN_BLOCKS)
+    number, times, spent = first.number_per_run, list(first.times), sum(first.raw_times)
+    # More blocks of the same size, on the loop Timer runs (gc off), without sizing again:
+    # sizing costs a call or more, so anew for each block it doubled a long call's wall time.
+    block = timeit.Timer("fn()", timer=clock, globals={"fn": fn})
+    with set_torch_threads(threads):
+        while len(times) < MIN_BLOCKS or spent < min_run_time:
+            seconds = block.timeit(number)
+            times.append(seconds / number)
+            spent += seconds
     return Measurement(times, label)
 
 

@@ -75,6 +75,7 @@ def test_hiding_the_gpus_from_torch_rehearses_the_cpu_path():
         (257, ValueError, "got 257"),  # torch.device("cuda", 257) would be cuda:1
         (1.5, TypeError, "got 1.5"),
         ("x", TypeError, "got 'x'"),
+        (True, TypeError, "got True"),  # operator.index(True) is 1: a flag is no index
     ],
 )
 def test_a_bad_gpu_index_is_refused_saying_what_is_accepted(func, bad, error, message):

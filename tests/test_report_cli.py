@@ -55,7 +55,24 @@ def test_the_report_on_a_shared_eight_gpu_box_creates_no_context(monkeypatch):
     assert contexts == {0}
     assert re.search(r"^cuda:0 +4\.0 GiB +3\.0 GiB +Simulated GPU #0$", text, re.M)
     assert re.search(r"^cuda:7 +4\.0 GiB +unknown +Simulated GPU #7$", text, re.M)
-    assert "used unknown: a card this process has not used" in text
+    assert "used unknown on cuda:1, cuda:2, cuda:3, cuda:4, cuda:5, cuda:6, cuda:7: a card" in text
+
+
+def test_the_report_names_a_card_in_use_whose_driver_will_not_say(monkeypatch):
+    # A busy or exclusive-process card, or a driver error: the report still comes.
+    simulate_machine(monkeypatch, "cuda", 2)
+    simulate_cuda_contexts(monkeypatch, in_use={0, 1}, free_total=(2**30, 2**32))
+
+    def refuse(device=None):
+        if torch.device(device).index == 1:
+            raise RuntimeError("CUDA error: all CUDA-capable devices are busy or unavailable")
+        return (2**30, 2**32)
+
+    monkeypatch.setattr(torch.cuda, "mem_get_info", refuse)
+    assert [r["used_memory"] for r in d2l_gpu.device_info()["devices"][1:]] == [3 * 2**30, None]
+    text = d2l_gpu.device_report()
+    assert re.search(r"^cuda:1 +4\.0 GiB +unknown +Simulated GPU #1$", text, re.M)
+    assert "used unknown on cuda:1: a card this process has not used, or whose driver" in text
 
 
 def test_the_report_asks_nvml_about_cards_this_process_has_not_used(monkeypatch):

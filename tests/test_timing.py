@@ -6,6 +6,7 @@ this machine is. The gpu-marked tests hold the same claims on a real GPU.
 """
 
 import itertools
+import math
 import re
 import time
 
@@ -127,7 +128,15 @@ def test_benchmark_warms_up_then_times_at_least_ten_blocks(monkeypatch):
     slow = Timeline(monkeypatch)
     m = d2l_gpu.benchmark(slow.side("slow", 0.3), warmup=0)
     assert len(m.times) == MIN_BLOCKS and m.median == pytest.approx(0.3)
-    assert len(slow.calls) <= 2 * MIN_BLOCKS  # sizing a block of one call costs one call
+    assert len(slow.calls) == MIN_BLOCKS + 1  # blocks are sized once, at the cost of a call
+
+
+def test_benchmark_of_a_long_call_spends_little_beyond_what_it_reports(monkeypatch):
+    # A 150 ms call, min_run_time=0.1: blocks of one call, sized once, not once per block.
+    clock = Timeline(monkeypatch)
+    m = d2l_gpu.benchmark(clock.side("long", 0.15), min_run_time=0.1)
+    assert len(m.times) == MIN_BLOCKS
+    assert len(clock.calls) <= len(m.times) + 4  # the 3 warm-up calls and one to size blocks
 
 
 def test_benchmark_times_the_gpu_work_not_just_its_launch(monkeypatch):
@@ -167,7 +176,11 @@ def test_benchmark_of_a_real_sleep_is_never_shorter():
         (3, {}, TypeError, "fn must be a function to call with no arguments, got 3"),
         (print, {"min_run_time": 0}, ValueError, "min_run_time must be .* > 0, got 0"),
         (print, {"min_run_time": float("nan")}, ValueError, "min_run_time .*, got nan"),
-        (print, {"warmup": -1}, ValueError, "warmup must be a number of calls >= 0, got -1"),
+        (print, {"min_run_time": math.inf}, ValueError, "a finite number of seconds > 0, got inf"),
+        (print, {"min_run_time": "1"}, ValueError, "min_run_time .*, got '1'"),
+        (print, {"warmup": -1}, ValueError, "warmup must be a whole number of calls >= 0, got -1"),
+        (print, {"warmup": math.inf}, ValueError, "warmup must be .*, got inf"),
+        (print, {"warmup": True}, ValueError, "warmup must be .*, got True"),
         (print, {"num_threads": 0}, ValueError, "num_threads must be a count >= 1 or None, got 0"),
     ],
 )
@@ -254,6 +267,7 @@ def test_each_side_gets_its_rounds_its_warm_up_and_blocks_that_fill_min_run_time
         ((print, print), {"band": 1}, ValueError, r"band must be a factor > 1 .*, got 1"),
         ((print, print), {"band": 0.8}, ValueError, "band must be a factor > 1"),
         ((print, print), {"min_run_time": -1}, ValueError, "min_run_time must be"),
+        ((print, print), {"min_run_time": math.inf}, ValueError, "finite number of seconds"),
         ((print, print), {"labels": "ab"}, TypeError, "labels must be two names, as in"),
     ],
 )
