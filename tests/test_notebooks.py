@@ -51,10 +51,10 @@ OPENING = {
     "zh": ("**你将学到**", "**你需要**"),
 }
 CLOSING = {"en": "## What this lesson showed", "zh": "## 本课小结"}
-NEXT = {"en": "Next: ", "zh": "下一篇："}
+NEXT = {"en": "Next: ", "zh": "下一课："}
 BACK_TO_INDEX = {
     "en": "Next: back to the [index](../README.md).",
-    "zh": "下一篇：回到[目录](../README.md)。",
+    "zh": "下一课：回到[目录](../README.md)。",
 }
 TITLE_SHORT = {"en": ": ", "zh": "："}  # a Next link names the title up to this
 # The second cell of every lesson, byte for byte.

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 计算设备：给 CPU 和 GPU 起名字
+# # 计算设备：怎样表示 CPU 和 GPU
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/02-computing-devices.ipynb)
 #
@@ -15,7 +15,7 @@
 #
 # - 先读过 [01 – 引言](01-introduction.ipynb)；GPU 不是必需的。
 #
-# 代码和输出与英文版相同，所以单元格打印的文字是英文。
+# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -219,4 +219,4 @@ print("x is on", x.device)
 # - 原生 PyTorch 用 `torch.accelerator` 选加速器；`try_gpu` 和 `try_all_gpus` 加上了编号，
 #   没有 GPU 时退回 CPU。
 #
-# 下一篇：[03 – 张量与 GPU](03-tensors-and-gpus.ipynb)，把张量放到这些设备上。
+# 下一课：[03 – 张量与 GPU](03-tensors-and-gpus.ipynb)，把张量放到这些设备上。

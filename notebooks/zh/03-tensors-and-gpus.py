@@ -16,7 +16,7 @@
 #
 # - 先读过 [02 – 计算设备](02-computing-devices.ipynb)；GPU 不是必需的。有两块 GPU 时，两卡之间的复制会真的发生。
 #
-# 代码和输出与英文版相同，所以单元格打印的文字是英文。
+# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -223,4 +223,4 @@ print("NumPy array shares t's memory:", on_host.numpy().ctypes.data == t.data_pt
 # - 搬运数据会损耗速度，所以 PyTorch 从不替我们搬运操作数；
 #   `print`、`.cpu()`、`.tolist()` 和 `.item()` 会把数据复制到内存。
 #
-# 下一篇：[04 – 异步与传输](04-asynchrony-and-transfers.ipynb)，测量等待 GPU 和向它搬运数据的代价。
+# 下一课：[04 – 异步与传输](04-asynchrony-and-transfers.ipynb)，测量等待 GPU 和向它搬运数据的代价。

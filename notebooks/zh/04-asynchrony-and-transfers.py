@@ -17,7 +17,7 @@
 # - [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)。GPU 不是必需的：没有 GPU 时，
 #   每个单元格都在 CPU 上运行，文字会说明 GPU 上会看到什么。
 #
-# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文。
+# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -338,4 +338,4 @@ else:
 #   `set_sync_debug_mode` 能找出隐藏的等待。
 # - 锁页有它自己的代价；用 `non_blocking=True` 复制回主机之后，必须先同步再读。
 #
-# 下一篇：[05 – 神经网络与 GPU](05-neural-networks-and-gpus.ipynb)，把整个模型放到设备上。
+# 下一课：[05 – 神经网络与 GPU](05-neural-networks-and-gpus.ipynb)，把整个模型放到设备上。

@@ -16,7 +16,7 @@
 # - 读过 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)，知道一次运算的输入必须在同一个设备上；
 #   GPU 不是必需的。
 #
-# 代码和输出与英文版相同，所以单元格打印的文字是英文。
+# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -181,6 +181,6 @@ for name, optimizer in [("early", early), ("late", late)]:
 # - 先搬模型，再建优化器，优化器的状态才会建在参数所在的设备上。
 #
 # 在一个设备上保存参数、在另一个设备上加载，是[练习](07-exercises.ipynb)之一；
-# 不占内存的模型和性能分析器留到书外延伸的 [10](10-profiler-and-meta.ipynb) 再讲。
+# 不占存储的模型和性能分析器留到书外延伸的 [10](10-profiler-and-meta.ipynb) 再讲。
 #
-# 下一篇：[06 – 小结](06-summary.ipynb)，把本节的几条规则放在一起。
+# 下一课：[06 – 小结](06-summary.ipynb)，把本节的几条规则放在一起。

@@ -15,7 +15,7 @@
 # - 读过 [01](01-introduction.ipynb) 到 [05](05-neural-networks-and-gpus.ipynb) 课；
 #   GPU 不是必需的。
 #
-# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文。
+# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -87,4 +87,4 @@ print("the loss went down:", history[-1] < history[0])
 #   记住队列的存在。
 # - 每步等待一次，可能把每步的耗时从 max(H, G) 抬高到 H + G；把记录留在设备上就能避免。
 #
-# 下一篇：[07 – 练习](07-exercises.ipynb)，用测量回答原书的四个问题。
+# 下一课：[07 – 练习](07-exercises.ipynb)，用测量回答原书的四个问题。

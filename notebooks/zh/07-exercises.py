@@ -18,7 +18,7 @@
 #   [04 – 异步与传输](04-asynchrony-and-transfers.ipynb)。GPU 不是必需的：
 #   每个单元格在 CPU 上都能运行。
 #
-# 代码和输出与英文版相同，所以单元格打印的文字是英文。
+# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -271,5 +271,5 @@ else:
 #   在一步的主机时间与 GPU 时间相当时代价最大。把数值留在设备上，一次搬回。
 # - 两块 GPU 能同时做两次乘法；一块 GPU 显示不出这一点。
 #
-# 下一篇：[08 – GPU 显存](08-gpu-memory.ipynb) 超出了原书：PyTorch 怎样管理
+# 下一课：[08 – GPU 显存](08-gpu-memory.ipynb) 超出了原书：PyTorch 怎样管理
 # GPU 的显存，显存耗尽时是什么样子。

@@ -20,7 +20,7 @@
 # - 读过 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)。GPU 不是必需的：
 #   没有 GPU 时，每个单元格说明它在 GPU 上会显示什么，并且不调用任何 GPU 接口。
 #
-# 代码和输出与英文版相同，所以单元格打印的文字是英文。
+# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -264,5 +264,5 @@ if device.type != "cuda":
 # - 核函数里的错误要到后面的调用才报出；设置 `CUDA_LAUNCH_BLOCKING=1` 后，
 #   它会在引发它的那一行报出。
 #
-# 下一篇：[09 – 给 GPU 计时](09-timing-a-gpu.ipynb)，说明这些课怎样给一个在
+# 下一课：[09 – 给 GPU 计时](09-timing-a-gpu.ipynb)，说明这些课怎样给一个在
 # Python 背后异步工作的设备计时。

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 给 GPU 计时：会等待的时钟，和一条比较规则
+# # 给 GPU 计时：先等设备再读时钟，以及一条比较规则
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/09-timing-a-gpu.ipynb)
 #
@@ -21,7 +21,7 @@
 #   GPU 按队列执行工作，Python 不等它做完就继续往下执行。GPU 不是必需的：
 #   在 CPU 上每个单元格都能运行，文字会说明 GPU 上会看到什么。
 #
-# 代码和输出与英文版相同，所以单元格打印的文字是英文。
+# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -208,7 +208,7 @@ else:
 #
 # 后两种结论的句末写着 `in all 10 rounds` 或 `in 6 of 10 rounds`，
 # 数的是比值超出容差区间的轮数：10 轮全部超出，或 10 轮中有 6 轮超出。
-# 其他常见输出的意思见[术语表](../README.md#代码和输出)。
+# 其他常见输出的意思见[术语表](README.md#代码和输出)。
 #
 # 用倍数而不用百分比，是因为结论不该取决于哪一方放在前面：
 # 这一方向的“耗时是 1.25 倍”，反过来就是“0.8 倍”。
@@ -264,5 +264,5 @@ for first, second, labels in (
 # - `d2l_gpu.compare` 让两个调用按轮交替计时，只有一个容差区间：1.25 倍。
 #   比值在 0.8 到 1.25 之间算耗时相当，只有各轮比值的中间一半落在区间之外才算“明显”。
 #
-# 下一篇：[10 – 性能分析器与 meta 设备](10-profiler-and-meta.ipynb)
+# 下一课：[10 – 性能分析器与 meta 设备](10-profiler-and-meta.ipynb)
 # 逐个核函数地看一步的时间花在哪里。

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 性能分析器与 meta 设备：时间花在哪里，不占内存的模型
+# # 性能分析器与 meta 设备：时间花在哪里，不占存储的模型
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/10-profiler-and-meta.ipynb)
 #
@@ -20,7 +20,7 @@
 #   [04 – 异步与传输](04-asynchrony-and-transfers.ipynb)（CPU 的时间为什么和 GPU 的时间不同）；
 # - GPU 不是必需的。在 CPU 上，性能分析器只记录 CPU 这一侧。
 #
-# 代码和输出与英文版相同，所以单元格打印的文字是英文。
+# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -234,4 +234,4 @@ print("with the twin's weights loaded, the outputs equal the CPU twin's:", same)
 # - `with torch.device(device):` 让张量和层一开始就建在设备上。meta 设备能搭出只有形状、不占存储的模型；
 #   再用 `to_empty` 加 `reset_parameters()`，或者加载一个检查点，就能在要运行的设备上真正分配存储并初始化。
 #
-# 下一篇：[11 – 三种上限](11-three-limits.ipynb)，讲什么在限制一个 GPU 程序：算力、内存带宽，还是开销。
+# 下一课：[11 – 三种上限](11-three-limits.ipynb)，讲什么在限制一个 GPU 程序：算力、内存带宽，还是开销。

@@ -19,7 +19,7 @@
 # - 读过 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)。GPU 不是必需的：
 #   没有 GPU 时，每个进程都在 CPU 上计算，通过 `gloo` 走 TCP 通信。
 #
-# 代码和输出与英文版相同，所以单元格打印的文字是英文。
+# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -280,4 +280,4 @@ print("rank 0 printed a sum:", "all_reduce(sum)" in out)
 #   所以 DDP 把梯度装进大的梯度桶里发送。
 # - 一个进程出错时，`torchrun` 会结束其余进程，而不是让它们一直等下去。
 #
-# 下一篇：回到[目录](../README.md)。
+# 下一课：回到[目录](../README.md)。
