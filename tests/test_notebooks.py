@@ -500,6 +500,31 @@ def test_stored_outputs_are_one_clean_run(path):
     assert not problems, f"{_rel(path)}: " + "; ".join(problems)
 
 
+# A figure is the result of the cell that draws it: labelled axes, closed (memory does
+# not grow), stored as a PNG by tools/execute.py; nbval does not compare images.
+_DRAWS = re.compile(r"\bplt\.(?:subplots|figure|plot|bar|scatter|imshow)\(")
+FIGURE_LESSONS = (1, 4, 7, 9, 11)  # each draws its central idea
+
+
+@pytest.mark.parametrize("path", STORED, ids=_rel)
+def test_each_figure_is_labelled_closed_and_stored(path):
+    cells = enumerate(_stored(path).cells, 1)
+    drawing = [(i, c) for i, c in cells if c.cell_type == "code" and _DRAWS.search(c.source)]
+    if _number(path) in FIGURE_LESSONS:
+        assert drawing, f"{_rel(path)}: draws no figure"
+    problems = []
+    for i, cell in drawing:
+        where = f"cell {i}, a figure,"
+        for needed in ("set_xlabel(", "set_ylabel(", "plt.close("):
+            if needed not in cell.source:
+                problems.append(f"{where} never calls {needed}...)")
+        if not any("image/png" in out.get("data", {}) for out in cell.get("outputs", [])):
+            problems.append(f"{where} stores no PNG (make execute draws it)")
+        if "nbval-ignore-output" not in cell.metadata.get("tags", []):
+            problems.append(f"{where} lacks the nbval-ignore-output tag")
+    assert not problems, f"{_rel(path)}: " + "; ".join(problems)
+
+
 @pytest.mark.parametrize("text", ["/work/main/.venv/bin/python", "in /home/ada/x.py", "/tmp/abc"])
 def test_the_folder_check_catches_machine_folders(text):
     assert _MACHINE_FOLDER.search(text)
