@@ -53,15 +53,13 @@ if d2l_gpu.num_gpus() == 0:
 #   multiplication per 8 bytes it reads and writes; the memory, not the
 #   arithmetic, sets its speed.
 # - **overhead**: the GPU waits for the host. The small copies of 04, the
-#   small products in 07's exercises and a `.item()` at every step spend their
-#   time in Python, in launching kernels and in synchronizing, while the GPU
-#   idles.
+#   small products of 07 and a `.item()` at every step spend their time in
+#   Python, launches and synchronizing while the GPU idles.
 #
-# The way to tell which one holds is to turn a time into a *rate*
-# (operations or bytes per second) and hold it against the device's limit for
-# that rate. Work near its compute or memory limit gets faster only with less
-# work or cheaper arithmetic; work far below both limits is probably paying
-# overhead.
+# To tell which holds, turn a time into a *rate* (operations or bytes per
+# second) and hold it against the device's limit. Work near its compute or
+# memory limit gets faster only with less work or cheaper arithmetic; work far
+# below both is probably paying overhead.
 #
 # ## The limits of common devices
 #
@@ -89,9 +87,6 @@ if d2l_gpu.num_gpus() == 0:
 # 50 GB/s, two channels of DDR4-3200 as in many laptops. A rate above a
 # datasheet figure is a mis-measurement; a rate above the estimate only means
 # this machine beats the estimate, or the data sat in a cache.
-#
-# The next cell holds the same numbers in a dict and finds the row for the
-# device the helpers chose.
 
 # %% tags=["nbval-ignore-output"]
 import subprocess
@@ -155,9 +150,7 @@ def against_limit(what, rate, unit, kind):
 # of the datasheet, which no device can do; the line says so. On a CPU the work
 # happens inside each call, so the two rates are close.
 #
-# No GPU has run this cell yet. The same holds for every CUDA branch of this
-# lesson: the H200 figures quoted below come from an earlier measurement, not
-# from these cells.
+# No GPU has run this cell yet, nor any CUDA branch of this lesson.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 n = 512 if device.type == "cpu" else 8192
@@ -198,6 +191,7 @@ big = torch.randn((8 if device.type == "cpu" else 64) * 2**20, device=device)  #
 big_out = torch.empty_like(big)
 tiny = torch.randn(256, device=device)  # 1 KiB
 tiny_out = torch.empty_like(tiny)
+elementwise = {}  # FLOP per byte and FLOP/s of x * 2, for the roofline below
 for what, tensor, fn in (
     ("copy, large", big, lambda: big_out.copy_(big)),
     ("x * 2, large", big, lambda: torch.mul(big, 2, out=big_out)),
@@ -206,6 +200,8 @@ for what, tensor, fn in (
     m = d2l_gpu.benchmark(fn, device=device, label=what)
     moved = 2 * tensor.nbytes  # read once, written once
     against_limit(f"{what} ({m.median * 1e6:,.1f} us)", moved / m.median / 1e9, "GB/s", "memory")
+    if what.startswith("x * 2"):  # one multiplication per number
+        elementwise[what] = (tensor.numel() / moved, tensor.numel() / m.median)
 
 # %% [markdown]
 # The host link is the third rate. On a CUDA GPU the cell copies 64 MiB from
@@ -241,9 +237,8 @@ else:
 #
 # On a CPU the result depends on the chip: one with bfloat16 units (AMX,
 # AVX-512 BF16) gains, many others lose, and on some the outcome changes from
-# run to run. On a GPU the gap is large: an earlier
-# measurement on the H200, timed with CUDA events, gave about 51 TFLOP/s in
-# float32 (three quarters of the datasheet's 67) and 687 to 800 in bfloat16.
+# run to run. On a GPU with tensor cores the gap is large: see the table's
+# bfloat16 and float32 columns.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 labels = ("float32", "bfloat16")
@@ -274,9 +269,8 @@ if device.type == "cuda":
 # once and replays all of them with a single launch. The cell records 50 tiny
 # kernels and compares the replay with launching them one by one. On a CPU it
 # only says what a GPU shows: the replay is much faster, as the launches, not
-# the kernels, dominate. (`torch.compile` reaches the same goal by fusing
-# kernels, but its first compile takes many seconds, too long for this
-# lesson.)
+# the kernels, dominate. (`torch.compile` fuses kernels to the same end, but
+# compiles for many seconds first.)
 
 # %% tags=["nbval-ignore-output", "key-result"]
 if device.type == "cuda":
@@ -326,6 +320,47 @@ batch = d2l_gpu.compare(one_by_one, batched, labels=labels, device=device)
 print(batch)
 for m in (batch.first, batch.second):
     against_limit(m.label, 64 * 2 * 64**3 / m.median / 1e12, "TFLOP/s", "float32")
+
+# %% [markdown]
+# A *roofline* draws both limits at once: rate against operations per byte
+# moved, bandwidth the slope on the left, compute the flat roof on the right.
+# Look at where each point sits under the roof, and how far below.
+
+# %% tags=["nbval-ignore-output"]
+import matplotlib.pyplot as plt
+
+product_per_byte = flop / (3 * a.nbytes)  # reads a twice, writes c: 3n² numbers
+stack_flop, stack_per_byte = 64 * 2 * 64**3, 64 * 2 * 64**3 / (3 * stack.nbytes)
+measured = {  # name: (FLOP per byte moved, FLOP/s)
+    "large product": (product_per_byte, flop / product.median),
+    **elementwise,
+    "64 products": (stack_per_byte, stack_flop / batch.first.median),
+    "one batched product": (stack_per_byte, stack_flop / batch.second.median),
+}
+fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+if limits.get("float32") and limits.get("memory"):
+    intensity = torch.logspace(-2, 4, 200)
+    roof = torch.clamp(intensity * limits["memory"] * 1e9, max=limits["float32"] * 1e12)
+    ax.loglog(intensity, roof / 1e9, "k-", label=f"float32 roof ({source})")
+for what, (per_byte, rate) in measured.items():
+    ax.loglog(per_byte, rate / 1e9, "o", label=what)
+hasty_point = (product_per_byte, flop / hasty / 1e9)
+ax.loglog(*hasty_point, "rx", markersize=10, label="large product, clock not waiting")
+if source == "datasheet" and flop / hasty > limits["float32"] * 1e12:
+    note = "above the roof: a mis-measurement"
+    ax.annotate(note, hasty_point, xytext=(-190, -4), textcoords="offset points")
+ax.set_title(f"{name} ({device})")
+ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+ax.set_ylabel("rate (GFLOP/s)")
+ax.legend(fontsize="x-small")
+plt.show()
+plt.close(fig)
+
+# %% [markdown]
+# Points near the slope are bandwidth-bound, points near the roof
+# compute-bound, points far below both (the tiny `x * 2`, the 64 products)
+# overhead-bound. On a CPU the hasty cross sits by the careful point; on a
+# GPU it lands above the roof, where no real rate can be.
 
 # %% [markdown]
 # ## What this lesson showed

@@ -234,4 +234,4 @@ print("with the twin's weights loaded, the outputs equal the CPU twin's:", same)
 # - `with torch.device(device):` 让张量和层一开始就建在设备上。meta 设备能搭出只有形状、不占存储的模型；
 #   再用 `to_empty` 加 `reset_parameters()`，或者加载一个检查点，就能在要运行的设备上真正分配存储并初始化。
 #
-# 下一课：[11 – 三种上限](11-three-limits.ipynb)，讲什么在限制一个 GPU 程序：算力、内存带宽，还是开销。
+# 下一课：[11 – 三种瓶颈](11-three-limits.ipynb)，讲什么在限制一个 GPU 程序：算力、内存带宽，还是开销。

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 三种上限：算力、内存带宽与开销
+# # 三种瓶颈：算力、内存带宽与开销
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/11-three-limits.ipynb)
 #
@@ -9,10 +9,10 @@
 #
 # **你将学到**
 #
-# - GPU 上的程序会受哪三种上限约束：算力、内存带宽和开销；
+# - GPU 上的程序会受哪三种瓶颈制约：算力、内存带宽和开销；
 # - 怎样对照一张常见设备的上限表，把测得的速率换算成上限的百分比，
-#   以及为什么超过 100% 的速率说明时钟没有等设备做完；
-# - 每种上限各一个对策，都经过实测：降低精度、减少启动次数、加大批量。
+#   以及为什么超过 100% 的速率说明读时钟之前没有等设备做完；
+# - 每种瓶颈各一个对策，都经过实测：降低精度、减少启动次数、合并成批量运算。
 #
 # **你需要**
 #
@@ -21,7 +21,7 @@
 #   和 [07 – 练习](07-exercises.ipynb)。GPU 不是必需的：在 CPU 上每个单元格都能运行，
 #   文字会说明 GPU 上会看到什么。
 #
-# 代码和输出与英文版相同，所以单元格打印的文字是英文。
+# 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -42,7 +42,7 @@ if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 
 # %% [markdown]
-# ## 三种上限
+# ## 三种瓶颈
 #
 # GPU 上的任何一项工作，都被下面三者之一拖住：
 #
@@ -50,27 +50,27 @@ if d2l_gpu.num_gpus() == 0:
 #   要对 3n² 个数做大约 2n³ 次运算，从内存取来的每个数都会被用上很多次。
 # - **内存带宽**：运算单元在等数据。`x * 2` 每读写 8 个字节只做一次乘法，
 #   决定它快慢的是内存，而不是运算。在 GPU 上，这里的内存指显存。
-# - **开销**：GPU 在等主机。04 里的小块复制、07 的练习里的小矩阵乘法、每一步都调用一次 `.item()`，
+# - **开销**：GPU 在等主机。04 里的小块复制、07 里的小矩阵乘法、每一步都调用一次 `.item()`，
 #   时间都花在 Python、启动核函数和同步上，GPU 则闲着。
 #
 # 要判断是哪一种，就把时间换算成*速率*（每秒多少次运算或多少字节），
 # 再拿它和设备在这一项上的上限相比。接近算力上限或内存带宽上限的工作，
-# 只有少做一些、或者换用更便宜的运算，才能更快；远低于两个上限的工作，多半是在付开销。
+# 只有少做一些、或者换用开销更小的运算（如更低的精度），才能更快；远低于两个上限的工作，时间多半耗在开销上。
 #
 # ## 常见设备的上限
 #
 # | 设备（PyTorch 报告的名字） | float32 TFLOP/s | TF32 TFLOP/s | bfloat16 TFLOP/s | 内存带宽 GB/s | 主机链路 GB/s |
 # | --- | --- | --- | --- | --- | --- |
-# | H200 SXM（`NVIDIA H200`） | 67 | 495 | 989 | 4,800 | 63（PCIe 5.0，16 通道） |
-# | H100 SXM（`NVIDIA H100 80GB HBM3`） | 67 | 495 | 989 | 3,350 | 63（PCIe 5.0，16 通道） |
-# | A100 SXM4 80 GB（`NVIDIA A100-SXM4-80GB`） | 19.5 | 156 | 312 | 2,039 | 31.5（PCIe 4.0，16 通道） |
-# | L4（`NVIDIA L4`） | 30.3 | 60 | 121 | 300 | 31.5（PCIe 4.0，16 通道） |
-# | T4（`Tesla T4`） | 8.1 | 无 | 无 | 320 | 15.8（PCIe 3.0，16 通道） |
-# | Apple M2，GPU 有 10 个核心（`Apple M2`） | 3.6 | 无 | 无 | 100（与 CPU 共用） | 无：只有一块内存 |
+# | H200 SXM（`NVIDIA H200`） | 67 | 495 | 989 | 4,800 | 63（PCIe 5.0 ×16） |
+# | H100 SXM（`NVIDIA H100 80GB HBM3`） | 67 | 495 | 989 | 3,350 | 63（PCIe 5.0 ×16） |
+# | A100 SXM4 80 GB（`NVIDIA A100-SXM4-80GB`） | 19.5 | 156 | 312 | 2,039 | 31.5（PCIe 4.0 ×16） |
+# | L4（`NVIDIA L4`） | 30.3 | 60 | 121 | 300 | 31.5（PCIe 4.0 ×16） |
+# | T4（`Tesla T4`） | 8.1 | 无 | 无 | 320 | 15.8（PCIe 3.0 ×16） |
+# | Apple M2，GPU 有 10 个核心（`Apple M2`） | 3.6 | 无 | 无 | 100（与 CPU 共用） | 无（统一内存） |
 # | CPU（估计值） | 线程数 × 3 GHz × 32 或 64 | 无 | 无 | 约 50 | 无 |
 #
 # GPU 的数字都来自厂商自己：NVIDIA 的数据手册，以及 Apple 发布 M2 时给出的数字。
-# NVIDIA 的张量核心数字印了两遍，较大的那个针对“2:4 稀疏”矩阵，普通的矩阵乘法用不上；
+# NVIDIA 对张量核心给出两组数字，较大的一组针对“2:4 稀疏”矩阵，普通的矩阵乘法用不上；
 # 表里给的是稠密数字，即稀疏数字的一半。T4 没有 TF32 和 bfloat16 运算单元，
 # Apple 也没有单独给出这两项。主机链路指显卡所插的 PCIe 插槽，按单向计；
 # 插槽较旧的主机会更慢。内存速率把读的字节和写的字节都算在内。
@@ -79,8 +79,6 @@ if d2l_gpu.num_gpus() == 0:
 # 每个线程按约 3 GHz、每个时钟周期 32 次 float32 运算计（AVX2：8 个数上的两次乘加），
 # 有 AVX-512 时按 64 次；内存按约 50 GB/s 计，相当于许多笔记本电脑上的双通道 DDR4-3200。
 # 超过数据手册数字的速率是测量错误；超过估计值只说明这台机器比估计的快，或者数据留在了缓存里。
-#
-# 下一个单元格把同样的数字放进一个字典，并找出辅助函数所选设备对应的那一行。
 
 # %% tags=["nbval-ignore-output"]
 import subprocess
@@ -134,16 +132,15 @@ def against_limit(what, rate, unit, kind):
 
 
 # %% [markdown]
-# ## 算力：一次大的矩阵乘法，和一个没有等待的时钟
+# ## 算力：一次大的矩阵乘法，以及不等设备就读时钟的错误
 #
 # 两个 n × n 矩阵相乘，大约要做 2n³ 次浮点运算。
 # 下面的单元格用 `benchmark` 给它计时，并打印它的速率占 float32 上限的百分比。
-# 接着它犯一个读者常常公开发表的错误：用一个不等设备的普通时钟给十次乘法计时。
+# 接着它故意犯一个在网上文章里很常见的错误：不等设备做完就读普通时钟，以此给十次乘法计时。
 # 在 GPU 上，这个时钟只量到了启动，算出的“速率”远远超过数据手册的 100%，
 # 这是任何设备都做不到的，打印的那一行会指出这一点。在 CPU 上，计算在每次调用之内完成，两个速率很接近。
 #
-# 这个单元格还没有在 GPU 上运行过。本课所有 CUDA 分支都是如此：
-# 下文引用的 H200 数字来自更早的一次测量，而不是这些单元格。
+# 这个单元格和本课所有 CUDA 分支都还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 n = 512 if device.type == "cpu" else 8192
@@ -182,6 +179,7 @@ big = torch.randn((8 if device.type == "cpu" else 64) * 2**20, device=device)  #
 big_out = torch.empty_like(big)
 tiny = torch.randn(256, device=device)  # 1 KiB 的数据
 tiny_out = torch.empty_like(tiny)
+elementwise = {}  # x * 2 每搬运一字节的运算次数和每秒运算次数，供下面的屋顶线图使用
 for what, tensor, fn in (
     ("copy, large", big, lambda: big_out.copy_(big)),
     ("x * 2, large", big, lambda: torch.mul(big, 2, out=big_out)),
@@ -190,6 +188,8 @@ for what, tensor, fn in (
     m = d2l_gpu.benchmark(fn, device=device, label=what)
     moved = 2 * tensor.nbytes  # 每个字节读一次、写一次
     against_limit(f"{what} ({m.median * 1e6:,.1f} us)", moved / m.median / 1e9, "GB/s", "memory")
+    if what.startswith("x * 2"):  # 每个数一次乘法
+        elementwise[what] = (tensor.numel() / moved, tensor.numel() / m.median)
 
 # %% [markdown]
 # 主机链路是第三种速率。在 CUDA GPU 上，下面的单元格从主机复制 64 MiB，
@@ -210,18 +210,18 @@ else:
 # %% [markdown]
 # ## 算力的对策：降低精度
 #
-# 矩阵乘法受算力限制时，能动的就是运算本身。从 A100 起，GPU 有张量核心：
+# 矩阵乘法受算力限制时，能动的就是运算本身。从 A100 起，GPU 的张量核心支持 bfloat16：
 # 用 bfloat16（范围与 float32 相同，但只有 8 个有效二进制位）做乘法，比 float32 快很多倍；
 # 它们还支持 TF32：把 float32 输入舍入到 11 个有效二进制位，再按 float32 累加。
 # `torch.autocast` 让它的代码块里的矩阵乘法用 bfloat16 计算，其余代码不受影响；
-# 计时的调用包括了输入的类型转换，就像在 autocast 下运行的模型一样。
+# 计时的调用包括了输入的数据类型转换，就像在 autocast 下运行的模型一样。
 # `torch.set_float32_matmul_precision("high")` 允许 float32 乘法使用 TF32
 # （默认值 `"highest"` 不允许；较新的 PyTorch 还有只管 CUDA 的开关
 # `torch.backends.cuda.matmul.fp32_precision = "tf32"`）。
 #
 # 在 CPU 上，结果取决于芯片：有 bfloat16 运算单元（AMX、AVX-512 BF16）的会变快，
-# 许多别的芯片反而变慢，有的芯片上每次运行的结果还会不同。在 GPU 上差距很大：更早在 H200 上用 CUDA 事件做的一次测量，
-# float32 约为 51 TFLOP/s（数据手册上 67 的四分之三），bfloat16 为 687 到 800 TFLOP/s。
+# 许多别的芯片反而变慢，有的芯片上，谁快谁慢每次运行都可能不同。
+# 在有张量核心的 GPU 上差距很大：对照表中 bfloat16 和 float32 两列即可看出。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 labels = ("float32", "bfloat16")
@@ -244,13 +244,13 @@ if device.type == "cuda":
 # %% [markdown]
 # 降低精度会让结果略有变化；深度学习通常能容忍，而且 autocast 会让求和与损失保持 float32。
 #
-# ## 开销的对策：减少启动、加大批量
+# ## 开销的对策：减少启动、合并成批量运算
 #
 # GPU 在等主机时，办法是让主机为同样多的 GPU 工作少做些事。一种办法是少启动：
 # *CUDA 图*（CUDA Graph）把一串核函数记录一次，之后只需启动一次就能把它们全部重放。
 # 下面的单元格记录 50 个极小的核函数，把重放和逐个启动相比较。
 # 在 CPU 上，它只说明 GPU 上会看到什么：重放快得多，因为占大头的是启动，而不是核函数本身。
-# （`torch.compile` 通过融合核函数达到同样的目的，但它第一次编译就要十几秒甚至更久，对本课来说太长。）
+# （`torch.compile` 通过融合核函数达到同样的目的，但第一次编译要花好几秒甚至更久。）
 
 # %% tags=["nbval-ignore-output", "key-result"]
 if device.type == "cuda":
@@ -300,12 +300,52 @@ for m in (batch.first, batch.second):
     against_limit(m.label, 64 * 2 * 64**3 / m.median / 1e12, "TFLOP/s", "float32")
 
 # %% [markdown]
+# *屋顶线图*（roofline）把两种上限画在同一张图上：横轴是每搬运一字节所做的运算次数，
+# 纵轴是速率；左边的斜线是带宽上限，右边的平顶是算力上限。
+# 看每个点落在屋顶下的什么位置、离屋顶有多远。
+
+# %% tags=["nbval-ignore-output"]
+import matplotlib.pyplot as plt
+
+product_per_byte = flop / (3 * a.nbytes)  # 读两次 a、写一次 c：共 3n² 个数
+stack_flop, stack_per_byte = 64 * 2 * 64**3, 64 * 2 * 64**3 / (3 * stack.nbytes)
+measured = {  # 名称：(每搬运一字节的运算次数, 每秒运算次数)
+    "large product": (product_per_byte, flop / product.median),
+    **elementwise,
+    "64 products": (stack_per_byte, stack_flop / batch.first.median),
+    "one batched product": (stack_per_byte, stack_flop / batch.second.median),
+}
+fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
+if limits.get("float32") and limits.get("memory"):
+    intensity = torch.logspace(-2, 4, 200)
+    roof = torch.clamp(intensity * limits["memory"] * 1e9, max=limits["float32"] * 1e12)
+    ax.loglog(intensity, roof / 1e9, "k-", label=f"float32 roof ({source})")
+for what, (per_byte, rate) in measured.items():
+    ax.loglog(per_byte, rate / 1e9, "o", label=what)
+hasty_point = (product_per_byte, flop / hasty / 1e9)
+ax.loglog(*hasty_point, "rx", markersize=10, label="large product, clock not waiting")
+if source == "datasheet" and flop / hasty > limits["float32"] * 1e12:
+    note = "above the roof: a mis-measurement"
+    ax.annotate(note, hasty_point, xytext=(-190, -4), textcoords="offset points")
+ax.set_title(f"{name} ({device})")
+ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+ax.set_ylabel("rate (GFLOP/s)")
+ax.legend(fontsize="x-small")
+plt.show()
+plt.close(fig)
+
+# %% [markdown]
+# 靠近斜线的点受带宽限制，靠近平顶的点受算力限制，远低于两者的点
+# （1 KiB 的 `x * 2`、64 次小矩阵乘法）受开销限制。在 CPU 上，不等设备就读时钟得到的叉号
+# 紧挨着认真测得的点；在 GPU 上，它落在屋顶之上，真实的速率不可能到那里。
+
+# %% [markdown]
 # ## 本课小结
 #
 # - 工作受算力（大的矩阵乘法）、内存带宽（`x * 2`）或开销（小块复制和小矩阵乘法、每一步同步一次）限制。
 # - 把速率和上限相比，就能看出是哪一种：表中给出常见 GPU 数据手册上的稠密峰值，
-#   CPU 则给出明说是估计的数值。超过数据手册 100% 的速率，说明时钟没有等设备做完。
+#   CPU 一行是注明的估计值。超过数据手册 100% 的速率，说明读时钟之前没有等设备做完。
 # - 降低精度（`torch.autocast` 下的 bfloat16、TF32）抬高算力上限；
-#   CUDA 图减少启动；批量让每次启动做更多的事。
+#   CUDA 图减少启动；合并成批量运算让每次启动做更多的事。
 #
-# 下一篇：[12 – 走出一台机器](12-beyond-one-machine.ipynb) 把工作带到一块 GPU 之外。
+# 下一课：[12 – 走出一台机器](12-beyond-one-machine.ipynb) 把工作扩展到多块 GPU 和多台机器。
