@@ -4,8 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LESSONS ?= $(wildcard notebooks/en/[0-9]*.py notebooks/zh/[0-9]*.py)
-# nbval, as `make test` runs it (the one place its options live).
-NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 \
+# nbval, as `make test` runs it (the one place its options live); two lessons at a time.
+NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 -n 2 --dist loadscope \
          --nbval-sanitize-with tests/nbval-sanitize.cfg -p no:cacheprovider
 # What `make lab` serves, and extra `jupyter lab` options (e.g. --no-browser).
 LAB_ROOT ?= notebooks
