@@ -151,6 +151,10 @@ else:
 # lesson with `CUDA_MODULE_LOADING=EAGER` set before Python starts: the context
 # should then be larger at the start and grow less at the first kernel.
 #
+# Drawn over a run of allocations on a GPU, `allocated` would follow each
+# tensor up and down while `reserved` climbs in steps and stays. The lesson
+# does not draw it: the CPU that ran its stored outputs has no such counters.
+#
 # ## Copies cost memory, in bytes
 #
 # [03](03-tensors-and-gpus.ipynb) showed that `.to()` onto the device a tensor
