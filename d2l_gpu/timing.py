@@ -167,18 +167,17 @@ def benchmark(
     from torch.utils.benchmark.utils.common import set_torch_threads
 
     threads = num_threads or torch.get_num_threads()
+    clock = waiting_clock(device)
+    timer = TorchTimer("fn()", globals={"fn": fn}, timer=clock, num_threads=threads)
+    block = timeit.Timer("fn()", timer=clock, globals={"fn": fn})
     with set_torch_threads(threads):  # the warm-up runs as the timed calls will
         for _ in range(warmup):
             fn()
-    clock = waiting_clock(device)
-    timer = TorchTimer("fn()", globals={"fn": fn}, timer=clock, num_threads=threads)
-    # A short first run keeps blocks near min_run_time / 10 when the clock waits on a GPU.
-    first = timer.blocked_autorange(min_run_time=min_run_time / MIN_BLOCKS)
-    number, times, spent = first.number_per_run, list(first.times), sum(first.raw_times)
-    # More blocks of the same size, on the loop Timer runs (gc off), without sizing again:
-    # sizing costs a call or more, so anew for each block it doubled a long call's wall time.
-    block = timeit.Timer("fn()", timer=clock, globals={"fn": fn})
-    with set_torch_threads(threads):
+        # A short first run keeps blocks near min_run_time / 10 when the clock waits on a GPU.
+        first = timer.blocked_autorange(min_run_time=min_run_time / MIN_BLOCKS)
+        number, times, spent = first.number_per_run, list(first.times), sum(first.raw_times)
+        # More blocks of that size, on the loop Timer runs (gc off), without sizing again:
+        # sizing costs a call or more, so anew for each block it doubled a long call's time.
         while len(times) < MIN_BLOCKS or spent < min_run_time:
             seconds = block.timeit(number)
             times.append(seconds / number)
