@@ -318,8 +318,9 @@ def batched():
 labels = ("64 products", "one batched product")
 batch = d2l_gpu.compare(one_by_one, batched, labels=labels, device=device)
 print(batch)
+stack_flop = 64 * 2 * 64**3  # 64 products of 64 x 64
 for m in (batch.first, batch.second):
-    against_limit(m.label, 64 * 2 * 64**3 / m.median / 1e12, "TFLOP/s", "float32")
+    against_limit(m.label, stack_flop / m.median / 1e12, "TFLOP/s", "float32")
 
 # %% [markdown]
 # A *roofline* draws both limits at once: rate against operations per byte
@@ -330,7 +331,7 @@ for m in (batch.first, batch.second):
 import matplotlib.pyplot as plt
 
 product_per_byte = flop / (3 * a.nbytes)  # reads a twice, writes c: 3n² numbers
-stack_flop, stack_per_byte = 64 * 2 * 64**3, 64 * 2 * 64**3 / (3 * stack.nbytes)
+stack_per_byte = stack_flop / (3 * stack.nbytes)
 measured = {  # name: (FLOP per byte moved, FLOP/s)
     "large product": (product_per_byte, flop / product.median),
     **elementwise,

@@ -296,8 +296,9 @@ def batched():
 labels = ("64 products", "one batched product")
 batch = d2l_gpu.compare(one_by_one, batched, labels=labels, device=device)
 print(batch)
+stack_flop = 64 * 2 * 64**3  # 64 次 64 × 64 的矩阵乘法
 for m in (batch.first, batch.second):
-    against_limit(m.label, 64 * 2 * 64**3 / m.median / 1e12, "TFLOP/s", "float32")
+    against_limit(m.label, stack_flop / m.median / 1e12, "TFLOP/s", "float32")
 
 # %% [markdown]
 # *屋顶线图*（roofline）把两种上限画在同一张图上：横轴是每搬运一字节所做的运算次数，
@@ -308,7 +309,7 @@ for m in (batch.first, batch.second):
 import matplotlib.pyplot as plt
 
 product_per_byte = flop / (3 * a.nbytes)  # 读两次 a、写一次 c：共 3n² 个数
-stack_flop, stack_per_byte = 64 * 2 * 64**3, 64 * 2 * 64**3 / (3 * stack.nbytes)
+stack_per_byte = stack_flop / (3 * stack.nbytes)
 measured = {  # 名称：(每搬运一字节的运算次数, 每秒运算次数)
     "large product": (product_per_byte, flop / product.median),
     **elementwise,
