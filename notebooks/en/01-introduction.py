@@ -85,7 +85,7 @@ plt.close(fig)
 # This section is about exactly that: naming devices, putting tensors and models
 # on them, and moving data between them without wasting the speed. It uses one
 # GPU, then two; later chapters spread training over many GPUs and servers (a
-# first look: [12 – Beyond one machine](12-beyond-one-machine.ipynb)).
+# first look: [13 – Beyond one machine](13-beyond-one-machine.ipynb)).
 #
 # ## Look at the hardware
 #

@@ -164,7 +164,7 @@ print("CUDA_VISIBLE_DEVICES:", os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
 # unless changed. `torch.cuda.set_device(i)` changes it for the rest of the
 # process. That is the right call when a process owns one GPU: in a job started
 # by `torchrun`, each process calls it once, for the GPU its local rank picks,
-# as `d2l_gpu.distributed` does ([12](12-beyond-one-machine.ipynb)). A process
+# as `d2l_gpu.distributed` does ([13](13-beyond-one-machine.ipynb)). A process
 # that uses several GPUs is better served by `torch.cuda.device(i)`, which
 # changes the current device inside its block and restores it on the way out,
 # even after an error. On two GPUs the cell prints current device `0`, then

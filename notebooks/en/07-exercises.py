@@ -259,7 +259,7 @@ else:
 # %% [markdown]
 # The book's hint, near-linear scaling, holds when the only shared work is
 # Python launching two kernels, as here. Real training adds the data moving
-# between the GPUs, which [12 – Beyond one machine](12-beyond-one-machine.ipynb)
+# between the GPUs, which [13 – Beyond one machine](13-beyond-one-machine.ipynb)
 # begins to time.
 
 # %% [markdown]

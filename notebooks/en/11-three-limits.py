@@ -374,5 +374,5 @@ plt.close(fig)
 # - Lower precision (bfloat16 under `torch.autocast`, TF32) raises the compute
 #   limit; CUDA Graphs cut launches; batching gives each launch more work.
 #
-# Next: [12 – Beyond one machine](12-beyond-one-machine.ipynb) takes the work
+# Next: [13 – Beyond one machine](13-beyond-one-machine.ipynb) takes the work
 # past one GPU.

@@ -152,7 +152,7 @@ print("CUDA_VISIBLE_DEVICES:", os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
 # 在一个进程里，单写的 `cuda` 指*当前* CUDA 设备，没有改过就是 `cuda:0`。
 # `torch.cuda.set_device(i)` 会在进程余下的时间里改变它。一个进程只用一块 GPU 时，就该用它：
 # 在 `torchrun` 启动的作业里，每个进程按本地编号选一块 GPU，并对它调用一次 `set_device`，`d2l_gpu.distributed` 就是这样做的
-# （见 [12](12-beyond-one-machine.ipynb)）。一个进程要用多块 GPU 时，更适合用
+# （见 [13](13-beyond-one-machine.ipynb)）。一个进程要用多块 GPU 时，更适合用
 # `torch.cuda.device(i)`：它只在代码块内改变当前设备，离开时恢复原样，即使出错也一样。
 # 有两块 GPU 时，下面的单元格先打印当前设备 `0`，再打印块内新建的张量在 `cuda:1` 上，最后又打印 `0`。
 # 只有一块 GPU 时，辅助函数给出的最后一块 GPU 就是 `cuda:0` 本身，所以看不出任何变化。

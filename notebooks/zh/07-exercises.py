@@ -259,7 +259,7 @@ else:
 # %% [markdown]
 # 原书提示说加速应当接近线性。像这里这样，两块 GPU 共用的只有 Python
 # 启动两个核函数这一步时，这个提示成立。真实的训练还要在 GPU 之间搬运数据，
-# [12 – 走出一台机器](12-beyond-one-machine.ipynb) 开始测量这部分耗时。
+# [13 – 走出一台机器](13-beyond-one-machine.ipynb) 开始测量这部分耗时。
 
 # %% [markdown]
 # ## 本课小结

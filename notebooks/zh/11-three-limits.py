@@ -349,4 +349,4 @@ plt.close(fig)
 # - 降低精度（`torch.autocast` 下的 bfloat16、TF32）抬高算力上限；
 #   CUDA 图减少启动；合并成批量运算让每次启动做更多的事。
 #
-# 下一课：[12 – 走出一台机器](12-beyond-one-machine.ipynb) 把工作扩展到多块 GPU 和多台机器。
+# 下一课：[13 – 走出一台机器](13-beyond-one-machine.ipynb) 把工作扩展到多块 GPU 和多台机器。

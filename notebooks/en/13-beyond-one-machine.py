@@ -1,7 +1,7 @@
 # %% [markdown]
 # # Beyond one machine: processes, devices and `torch.distributed`
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/12-beyond-one-machine.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/en/13-beyond-one-machine.ipynb)
 #
 # What a GPU printed for these lessons: [notebooks/gpu](../gpu/README.md).
 #

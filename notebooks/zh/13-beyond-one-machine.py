@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 走出一台机器：进程、设备与 `torch.distributed`
 #
-# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/12-beyond-one-machine.ipynb)
+# [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/13-beyond-one-machine.ipynb)
 #
 # 这些课在 GPU 上打印的结果：[notebooks/gpu](../gpu/README.md)。
 #
