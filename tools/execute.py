@@ -6,12 +6,15 @@ Each py:percent source runs in a fresh kernel of this environment, in its own fo
 (as nbval runs it), and its paired .ipynb is written through Jupytext with
 notebooks/jupytext.toml, so the pair stays in sync. Cells keep the ids they had in the
 previous .ipynb, and new cells get ids from their content, so a re-run's diff shows
-only what really changed.
+only what really changed. The notebook's metadata records what made the outputs (device,
+torch version, date) under "executed": `make site` prints it on the lesson's page.
 """
 
 import hashlib
 import os
 import sys
+from collections import Counter
+from datetime import datetime, timezone
 from difflib import SequenceMatcher
 from pathlib import Path
 
@@ -38,7 +41,23 @@ def keep_cell_ids(notebook: nbformat.NotebookNode, previous: Path) -> None:
                 edited.remove(same[0])
 
 
-def execute(source: Path, timeout: int = 120) -> Path:
+def what_runs_here() -> dict[str, str]:
+    """The device the lessons find, torch's version and today's date (UTC). Read in this
+    process: the kernel runs in the same environment, so it sees the same devices."""
+    import torch  # here only: the module stays importable without torch
+
+    device = "CPU"
+    if torch.accelerator.is_available():
+        kind = torch.accelerator.current_accelerator().type
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        if kind != "cuda" or not names:
+            names = [kind.upper()]  # MPS, XPU, ...: torch names no model
+        device = ", ".join(f"{n} × {name}" if n > 1 else name for name, n in Counter(names).items())
+    today = datetime.now(timezone.utc).date().isoformat()
+    return {"device": device, "torch": torch.__version__, "date": today}
+
+
+def execute(source: Path, executed: dict[str, str], timeout: int = 120) -> Path:
     config = load_jupytext_config(str(source.parent.resolve()))
     notebook = jupytext.read(source, config=config)
     notebook.metadata.get("jupytext", {}).pop("text_representation", None)
@@ -52,6 +71,7 @@ def execute(source: Path, timeout: int = 120) -> Path:
         record_timing=False,
         resources={"metadata": {"path": str(source.parent)}},
     ).execute()
+    notebook.metadata["executed"] = executed
     jupytext.write(notebook, target, fmt="ipynb", config=config)
     return target
 
@@ -62,8 +82,9 @@ def main(paths: list[str]) -> int:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     os.environ["PYTHONHASHSEED"] = "0"  # kernels inherit it: set ordering stays the same
+    executed = what_runs_here()
     for source in sources:
-        print(f"executed {execute(source)}")
+        print(f"executed {execute(source, executed)}")
     return 0
 
 
