@@ -8,7 +8,7 @@
 # **What you will learn**
 #
 # - the section's rules, each with the lesson that shows it;
-# - what logging a loss at every step costs.
+# - the book's typical mistake, logging a loss at every step, and its remedy.
 #
 # **What you need**
 #
@@ -57,16 +57,11 @@ if d2l_gpu.num_gpus() == 0:
 # ## The typical mistake
 #
 # The book's typical mistake is turning each minibatch's loss into a Python
-# number to log it. A wait at the end of every step does not stop host and GPU
-# from working at once within the step; it stops the host from queueing step
-# k + 1 while the GPU runs step k. A step then costs between max(H, G) and
-# H + G, the host's and the GPU's time per step, and reaches the sum when the
-# GPU work must wait for host work done first, such as preparing each batch on
-# the CPU ([04](04-asynchrony-and-transfers.ipynb) measures it).
-#
-# Keep the log on the device and copy it once, as below. Waits also hide where
-# nobody wrote `.item()`, such as copying each batch from ordinary memory;
-# `torch.cuda.set_sync_debug_mode("warn")` finds them.
+# number to log it: the host then waits at every step instead of queueing the
+# next one, which can cost up to the host's and the GPU's time added together
+# ([04](04-asynchrony-and-transfers.ipynb) explains and measures it). Keep the
+# log on the device and copy it once, as below. Waits also hide where nobody
+# wrote `.item()`; `torch.cuda.set_sync_debug_mode("warn")` finds them.
 
 # %%
 device = d2l_gpu.try_gpu()
@@ -90,8 +85,7 @@ print("the loss went down:", history[-1] < history[0])
 #
 # - Five rules: choose the device, keep an operation's inputs together, copy
 #   only when needed, move data rarely and in bulk, mind the queue.
-# - A wait at every step can raise a step's cost from max(H, G) up to H + G; a
-#   log kept on the device avoids it.
+# - A log kept on the device spares the host a wait at every step.
 #
 # Next: [07 – Exercises](07-exercises.ipynb) answers the book's four questions
 # by measuring.
