@@ -39,19 +39,22 @@ if d2l_gpu.num_gpus() == 0:
 # %% [markdown]
 # ## 硬件为什么重要
 #
-# 原书说，大约从 2000 年起，单块 GPU 每秒能完成的运算量每十年增长约一千倍。
-# 下图拿 NVIDIA 数据手册上的峰值来检验这个说法，并标出本机实测的 float32 矩阵乘法速率。
-# 看图时请比较各条线的斜率。
+# 原书说，自 2000 年以来，GPU 的性能每十年增长约一千倍。书中的算力表给出了路径：
+# 2000 年 Intel Core CPU 的 1 GFLOP/s，2010 年单块 NVIDIA C2050 的 1 TFLOP/s，
+# 2020 年 DGX-2 的 1 PFLOP/s（一台机器里装十六块 V100，做 16 位张量运算）。
+# 下图在这张表旁边画出 NVIDIA 数据手册上单块 GPU 的峰值、从 K40 起按这个说法应有的增速（虚线），
+# 以及本机实测的一次矩阵乘法（点线）。
 
 # %% tags=["nbval-ignore-output"]
-import datetime
-
 import matplotlib.pyplot as plt
 
-# NVIDIA 数据手册上的峰值 TFLOP/s，有多种板型时取 SXM 版
+# 原书引言里的算力表：年份，TFLOP/s
+book = {"Intel Core": (2000, 1e-3), "C2050": (2010, 1), "DGX-2": (2020, 1000)}
+# NVIDIA 数据手册上单块 GPU 的峰值 TFLOP/s，有多种板型时取 SXM 版
 year = {"K40": 2013, "P100": 2016, "V100": 2017, "A100": 2020, "H100": 2022, "B200": 2024}
 float32 = {"K40": 4.29, "P100": 10.6, "V100": 15.7, "A100": 19.5, "H100": 67, "B200": 75}
 tensor16 = {"V100": 125, "A100": 312, "H100": 989, "B200": 2250}  # FP16/BF16，稠密（不计稀疏）
+tensor8 = {"H100": 1979, "B200": 4500}  # FP8，稠密
 
 device = d2l_gpu.try_gpu()
 side = 512 if device.type == "cpu" else 4096
@@ -59,41 +62,48 @@ a = torch.randn(side, side, device=device)
 c = torch.empty_like(a)
 seconds = d2l_gpu.benchmark(lambda: torch.matmul(a, a, out=c), device=device, min_run_time=0.1)
 measured = 2 * side**3 / seconds.median / 1e12
-print(f"float32 {side}x{side} product on {device}: {measured:.3g} TFLOP/s")
-k40, h100 = float32["K40"], float32["H100"]
-print(f"datasheet, K40 to H100: float32 {h100 / k40:.0f}x, tensor cores {tensor16['H100'] / k40:.0f}x")
+threads = f", {torch.get_num_threads()} threads" if device.type == "cpu" else ""
+what = f"{side}x{side} float32 product on {device}{threads}"
+print(f"measured here, {what}: {measured:.3g} TFLOP/s")
+k40 = float32["K40"]
+print(f"datasheet peaks over the K40's float32: H100 float32 {float32['H100'] / k40:.0f}x, "
+      f"FP16 {tensor16['H100'] / k40:.0f}x; B200 FP8 {tensor8['B200'] / k40:.0f}x")
 
-fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
-for peaks, label in ((float32, "float32"), (tensor16, "FP16/BF16 tensor cores, dense")):
-    ax.semilogy([year[g] for g in peaks], list(peaks.values()), "o-", label=f"datasheet: {label}")
+fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+for peaks, kind in ((float32, "float32"), (tensor16, "FP16/BF16 tensor"), (tensor8, "FP8 tensor")):
+    ax.semilogy([year[g] for g in peaks], list(peaks.values()), "o-", label=f"datasheet: {kind}")
 for gpu, peak in float32.items():
     ax.annotate(gpu, (year[gpu], peak), xytext=(0, -13), textcoords="offset points", ha="center")
-now = datetime.date.today().year
-ax.semilogy([now], [measured], "r*", markersize=12, label=f"this machine (measured, {device})")
-ax.set_xlabel("launch year")
+ax.semilogy(*zip(*book.values(), strict=True), "ks", label="the book's table")
+for name, point in book.items():
+    ax.annotate(name, point, xytext=(5, 5), textcoords="offset points", fontsize="small")
+ax.semilogy([2013, 2024], [k40, k40 * 1000**1.1], "k--", label="1000x per decade from the K40")
+ax.axhline(measured, color="red", linestyle=":", label=f"measured: {what}")
+ax.set_xlabel("year (launch; the book's table: decade)")
 ax.set_ylabel("rate (TFLOP/s)")
-ax.legend(fontsize="small")
+ax.legend(loc="lower right", fontsize="small")
 plt.show()
 plt.close(fig)
 
 # %% [markdown]
-# 对照数据手册，这个说法对 float32 并不成立：从 K40（2013 年）到 H100（2022 年），float32 的峰值只增长了约 16 倍。
-# 在张量核心上做 16 位运算，H100 的峰值约为 K40 float32 峰值的 230 倍。
-# 要达到一千倍，得用 B200（2024 年）张量核心上的 8 位运算。
+# 按原书自己的表，这个说法成立，但靠的是三个杠杆，而不是单个芯片变快：从 CPU 换成 GPU，
+# 再降低精度、在一台机器里装更多芯片。单块 GPU 在同一精度下增长要慢得多：
+# 从 K40（2013 年）到 H100（2022 年），float32 的峰值只增长了约 16 倍。
+# 张量核心上的 16 位运算约为 K40 float32 峰值的 230 倍；B200（2024 年）上的 8 位运算
+# 过了十一年才超过一千倍，仍在虚线之下。点线只表示一个水平，不对应任何发布年份：
+# 实测的乘法总低于数据手册上的峰值。
 # 此外，GPU 是一块独立的设备，有自己的显存，计算要用的数据必须先放进显存。
 #
 # 本节讲的正是这件事：怎样表示各个设备，怎样把张量和模型放上去，
-# 怎样在设备之间搬运数据而不白白损耗速度。
-# 我们先用一块 GPU，再用两块。之后的章节会把训练分到多块 GPU 和多台服务器上，
-# 可以先看 [13 – 走出一台机器](13-beyond-one-machine.ipynb)。
+# 怎样在设备之间搬运数据而不白白损耗速度。先用一块 GPU，再用两块；
+# 更进一步的内容见 [13 – 走出一台机器](13-beyond-one-machine.ipynb)。
 #
 # ## 看看硬件
 #
 # 在装有 NVIDIA 显卡的机器上，命令行工具 `nvidia-smi` 随驱动一起安装。
 # 它列出每块卡的显存、负载，以及正在使用这块卡的进程。原书作者运行本节时，
-# 用的是一台装有四块 16 GB V100 的服务器。下面的单元格在有 `nvidia-smi` 时直接运行它。
-# 没有的话（笔记本电脑、Mac、只有 CPU 的云主机），就打印 `d2l_gpu` 的设备报告，
-# 报告的内容直接来自 PyTorch 对本机的探测。
+# 用的是一台装有四块 16 GB V100 的服务器。下面的单元格在有 `nvidia-smi` 时直接运行它，
+# 没有的话就打印 `d2l_gpu` 的设备报告，报告的内容来自 PyTorch 对本机的探测。
 
 # %% tags=["nbval-ignore-output"]
 import shutil
@@ -115,7 +125,7 @@ else:
 # 使用 PyTorch 只需要装驱动，因为支持 CUDA 的 PyTorch 安装包自带 CUDA 运行时。
 # `nvidia-smi` 表头里的“CUDA Version”是*驱动*支持的最高 CUDA 版本；
 # `torch.version.cuda` 则是当前安装的 PyTorch 编译时所用的 CUDA 版本，只要它的主版本号不比驱动的新，驱动就能运行它。
-# 只支持 CPU 的 PyTorch 在这里打印 `None`，ROCm 版本则填写 `torch.version.hip`：
+# 只支持 CPU 的 PyTorch 在这里打印 `None`，ROCm 版的 PyTorch 则会给出 `torch.version.hip`：
 
 # %% tags=["nbval-ignore-output"]
 print("PyTorch built with CUDA:", torch.version.cuda, "| with ROCm (HIP):", torch.version.hip)
@@ -170,9 +180,8 @@ print("after set_default_device(None), torch.zeros goes to", torch.zeros(2).devi
 # 认定有 GPU 的代码会在笔记本电脑上崩溃，无视 GPU 的代码又白白浪费了服务器。
 # `d2l_gpu` 的辅助函数只挑实际存在的设备。
 #
-# 要原样运行本节的全部演示，需要两块 GPU，因为有一个演示要把数据从一块 GPU 复制到另一块。
-# GPU 不够时，需要第二块 GPU 的演示会用 CPU 代替，并在输出里说明。
-# 下面的单元格告诉你这台机器属于哪种情况。
+# 要原样运行全部演示，需要两块 GPU，因为有一个演示要在两块 GPU 之间复制数据。
+# GPU 不够时，这些演示用 CPU 代替第二块 GPU，并在输出里说明。下面的单元格告诉你属于哪种情况。
 
 # %% tags=["nbval-ignore-output"]
 n = d2l_gpu.num_gpus()
@@ -190,7 +199,8 @@ else:
 # %% [markdown]
 # ## 本课小结
 #
-# - GPU 之所以重要，是因为它的运算能力远远超过了 CPU，但只对已经在它显存里的数据有效。
+# - 原书说的每十年一千倍，来自从 CPU 换成 GPU、降低精度和在一台机器里装更多 GPU；
+#   单块 GPU 的 float32 峰值九年只增长了约 16 倍。这些速度只对已经在显存里的数据有效。
 # - `nvidia-smi`（没有它时用 `d2l_gpu.device_report()`）告诉我们机器上有什么。
 #   驱动的 CUDA 版本和 PyTorch 的 CUDA 版本是两个不同的数字。
 # - 每个张量都记着自己的设备。PyTorch 默认把新张量放在 CPU 上。默认设备可以改，
