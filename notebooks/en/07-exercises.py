@@ -9,7 +9,7 @@
 #
 # - when a GPU beats the CPU at a matrix product, and when it loses;
 # - how to save a model's parameters on a GPU and load them anywhere;
-# - what `.item()` after every step costs, and where it costs most;
+# - what `.item()` after every step costs when the data are already on the GPU;
 # - what two GPUs at once should give.
 #
 # **What you need**
@@ -43,7 +43,6 @@ if d2l_gpu.num_gpus() == 0:
 # explains the rule). The stored outputs come from a small CPU without a GPU.
 
 # %%
-import math
 import pickle
 import tempfile
 from pathlib import Path
@@ -92,7 +91,11 @@ fig, ax = plt.subplots(figsize=(6, 3.6))
 for where in dict.fromkeys([d2l_gpu.cpu(), *d2l_gpu.try_all_gpus()]):  # the CPU, then GPUs
     seconds = [d2l_gpu.benchmark(product(n, where), device=where, min_run_time=0.05) for n in sides]
     rates = [2 * n**3 / s.median / 1e9 for n, s in zip(sides, seconds, strict=True)]
-    print(f"{where}: {rates[0]:.3g} GFLOP/s at n = 16, {rates[-1]:.3g} at n = 1024")
+    threads = f" ({torch.get_num_threads()} threads)" if where.type == "cpu" else ""
+    print(
+        f"{where}{threads}: {rates[0]:.3g} GFLOP/s at n = 16, {rates[-2]:.3g} at 512,"
+        f" {rates[-1]:.3g} at 1024"
+    )
     ax.loglog(sides, rates, "o-", label=str(where))
 ax.set_xticks(sides, [str(n) for n in sides])
 ax.set_xlabel("matrix side n")
@@ -142,6 +145,8 @@ with tempfile.TemporaryDirectory() as folder:
 
 
 # %% [markdown]
+# The first error is what a machine without CUDA prints when asked for a GPU,
+# and, more often, when it opens a GPU's checkpoint without `map_location`.
 # The recipe: save `model.state_dict()`; load it with `weights_only=True` and a
 # `map_location` (`"cpu"`, a device, or a mapping such as `{"cuda:1": "cuda:0"}`);
 # then `model.load_state_dict(...)`. Loading onto the CPU first also keeps a large
@@ -172,27 +177,19 @@ same = torch.equal(torch.tensor(log_with_item(a, b)), log_on_device(a, b))
 print("(a) and (b) log the same numbers:", same)
 
 # %% [markdown]
-# What does the wait cost? On one CUDA stream a kernel starts as soon as it is
-# launched and the GPU is free, so within a step the host (time H) and the GPU
-# (time G) still overlap, even when the step ends in `.item()`. The wait removes
-# only the run-ahead across steps: the host can no longer queue step k + 1 while
-# the GPU runs step k. So a step of (b) costs about max(H, G), and a step of (a)
-# between max(H, G) and H + G, plus a round trip to the host. It reaches H + G
-# only when the step's GPU work must wait for all its host work.
-#
-# On a CPU an operation is done when its call returns: nothing to wait for, and
-# (a) and (b) should take about as long. At n = 100 a GPU step is host-bound
-# (G much smaller than H): the GPU idles in both, (a) pays a round trip per step
-# and (b) one more launch, so the gap is small and machine-dependent. So on a
-# CUDA GPU the cell first grows n until G matches H
-# (`d2l_gpu.host_and_device_seconds` measures one step of (b)), and compares
-# there, taking the 1000 products from ten pairs.
-# No GPU has run this cell yet.
+# [04](04-asynchrony-and-transfers.ipynb) explains what the wait costs: most
+# when a step's GPU work must wait for its host work. Here the matrices are
+# already on the device. On a CPU nothing waits: (a) and (b) should take about
+# as long. On a GPU at n = 100 the host is the bottleneck and the GPU idles
+# either way, so the gap, (a)'s round trip against (b)'s write, is small and
+# machine-dependent. So on a CUDA GPU the cell grows n until the GPU takes five
+# times as long as the host per step (`d2l_gpu.host_and_device_seconds` times
+# one step of (b)), and compares there, taking the 1000 products from ten
+# pairs. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output"]
 n = 100
 if device.type == "cuda":
-    per_step = {}
     for k in range(16):  # n from 100 up, each time doubling the arithmetic
         n = round(100 * 2 ** (k / 3))
         x, y = torch.randn(2, n, n, device=device)
@@ -201,11 +198,9 @@ if device.type == "cuda":
         def step(x=x, y=y, log=log):  # one step of (b)
             log[0] = torch.linalg.matrix_norm(x @ y)
 
-        per_step[n] = d2l_gpu.host_and_device_seconds(step, device)
-        if per_step[n][1] > per_step[n][0]:  # the GPU now takes longer than the host
+        host, gpu = d2l_gpu.host_and_device_seconds(step, device)
+        if gpu > 5 * host:  # the GPU is now the bottleneck
             break
-    n = min(per_step, key=lambda m: abs(math.log(per_step[m][1] / per_step[m][0])))
-    host, gpu = per_step[n]
     print(f"n = {n}: per step, host {host * 1e6:.0f} us, GPU {gpu * 1e6:.0f} us")
     pairs = torch.randn(2, 10, n, n, device=device)
     a, b = ([pairs[j, i % 10] for i in range(1000)] for j in (0, 1))
@@ -219,9 +214,11 @@ print(
 )
 
 # %% [markdown]
-# Where G matches H, (b) keeps host and GPU busy at once, while (a) adds to every
-# step the GPU's unfinished work and a round trip: expect (a) to take clearly
-# longer. Keep logs on the device and move them in bulk.
+# There the GPU is busy either way, and (a) adds per step only a round trip
+# and a launch: expect about as long. With the data on the device, reading the
+# log every step costs little; it costs most when the GPU work waits for host
+# work, as in 04. Keeping logs on the device and moving them in bulk is still
+# the safe habit.
 #
 # ## Exercise 4: two products on two GPUs at once
 #
@@ -269,9 +266,9 @@ else:
 #   call it cannot hide.
 # - Save `state_dict`s; load them with `weights_only=True` and a `map_location`,
 #   and a checkpoint from a GPU opens anywhere.
-# - `.item()` every step costs little on a CPU. On a GPU it stops the host's
-#   run-ahead, and costs most where a step's host and GPU times match. Keep
-#   values on the device; move them once.
+# - With the data on the device, `.item()` every step costs little, on a CPU
+#   or a GPU; it costs most where a step's GPU work waits for host work (04).
+#   Keep values on the device; move them once.
 # - Two GPUs can run two products at once; one GPU cannot show it.
 #
 # Next: [08 – GPU memory](08-gpu-memory.ipynb) goes beyond the book: how

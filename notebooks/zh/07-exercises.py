@@ -9,7 +9,7 @@
 #
 # - 矩阵乘法什么时候在 GPU 上比在 CPU 上快，什么时候反而慢；
 # - 怎样保存 GPU 上的模型参数，并在任何机器上读回；
-# - 每一步都调用 `.item()` 有什么代价，代价在哪里最大；
+# - 数据已在 GPU 上时，每一步都调用 `.item()` 有什么代价；
 # - 两块 GPU 同时计算应当带来什么。
 #
 # **你需要**
@@ -45,7 +45,6 @@ if d2l_gpu.num_gpus() == 0:
 # 保存的输出来自一台没有 GPU 的小型 CPU 机器。
 
 # %%
-import math
 import pickle
 import tempfile
 from pathlib import Path
@@ -78,8 +77,8 @@ else:
 
 # %% [markdown]
 # 耗时远没有增长 1728 倍。每次调用都有固定开销：Python、PyTorch 的分发器、
-# 挑选计算例程。很小的乘法掩盖不了这笔开销。GPU 还要再加上启动核函数的时间，
-# 所以在 4 × 4 时它比 CPU 慢。`compare` 只在每块调用结束时等待 GPU，
+# 挑选计算例程。很小的乘法计算量太少，摊不薄这笔开销。GPU 还要再加上启动核函数的时间，
+# 所以在 4 × 4 时它比 CPU 慢。`compare` 只在每一块（一组连续的调用）结束时等待 GPU，
 # 所以慢在启动，而不在每次调用后的等待。
 #
 # 下图对 n 从 16 到 1024 的各种规模回答同一个问题：画出每个设备的计算速率，
@@ -94,7 +93,11 @@ fig, ax = plt.subplots(figsize=(6, 3.6))
 for where in dict.fromkeys([d2l_gpu.cpu(), *d2l_gpu.try_all_gpus()]):  # 先是 CPU，再是各块 GPU
     seconds = [d2l_gpu.benchmark(product(n, where), device=where, min_run_time=0.05) for n in sides]
     rates = [2 * n**3 / s.median / 1e9 for n, s in zip(sides, seconds, strict=True)]
-    print(f"{where}: {rates[0]:.3g} GFLOP/s at n = 16, {rates[-1]:.3g} at n = 1024")
+    threads = f" ({torch.get_num_threads()} threads)" if where.type == "cpu" else ""
+    print(
+        f"{where}{threads}: {rates[0]:.3g} GFLOP/s at n = 16, {rates[-2]:.3g} at 512,"
+        f" {rates[-1]:.3g} at 1024"
+    )
     ax.loglog(sides, rates, "o-", label=str(where))
 ax.set_xticks(sides, [str(n) for n in sides])
 ax.set_xlabel("matrix side n")
@@ -144,6 +147,8 @@ with tempfile.TemporaryDirectory() as folder:
 
 
 # %% [markdown]
+# 第一条错误是没有 CUDA 的机器被要求把张量放到 GPU 上时打印的；更常见的情形是，
+# 这样的机器不写 `map_location` 就打开 GPU 上保存的检查点，打印的也是它。
 # 输出的最后一行说明，`weights_only=True` 拒绝重建 `Sequential` 这个类。
 # 做法是：保存 `model.state_dict()`；读取时写上 `weights_only=True` 和
 # `map_location`（`"cpu"`、某个设备，或 `{"cuda:1": "cuda:0"}` 这样的映射）；
@@ -174,25 +179,17 @@ same = torch.equal(torch.tensor(log_with_item(a, b)), log_on_device(a, b))
 print("(a) and (b) log the same numbers:", same)
 
 # %% [markdown]
-# 等待的代价是多少？在同一个 CUDA 流上，核函数一经启动、GPU 一有空就开始执行。
-# 所以即使一步以 `.item()` 结束，这一步之内主机（耗时 H）和 GPU（耗时 G）
-# 仍然是重叠的。等待去掉的只是“提前排队”：GPU 执行第 k 步时，主机不能再把
-# 第 k + 1 步排进队列。因此 (b) 的一步约为 max(H, G)；(a) 的一步介于
-# max(H, G) 与 H + G 之间，再加一次到主机的往返。只有当这一步的 GPU 工作
-# 必须等它的全部主机工作做完时，才会达到 H + G。
-#
-# 在 CPU 上，调用返回时操作就已完成，没有什么可等，(a) 和 (b) 应当耗时相当。
-# n = 100 时，GPU 上的一步受主机限制（G 远小于 H）：两种写法里 GPU 都在空等，
-# (a) 每步多一次往返，(b) 每步多一次启动，所以差别很小，而且因机器而异。
-# 所以在 CUDA GPU 上，单元格先逐步增大 n，直到 G 与 H 相当
-# （`d2l_gpu.host_and_device_seconds` 测量 (b) 的一步），再在这个 n 上比较，
-# 1000 次乘法轮流取自十对矩阵。
-# 这个单元格还没有在 GPU 上运行过。
+# 等待的代价在 [04](04-asynchrony-and-transfers.ipynb) 里讲过：一步的 GPU 工作
+# 必须等它的主机工作做完时，代价最大。这里的矩阵已经在设备上。在 CPU 上
+# 没有什么可等，(a) 和 (b) 应当耗时相当。在 GPU 上，n = 100 时瓶颈在主机，
+# 两种写法里 GPU 都在空等，差别只是 (a) 的往返和 (b) 的写入，很小，而且因机器而异。
+# 所以在 CUDA GPU 上，单元格先逐步增大 n，直到一步的 GPU 时间达到主机时间的
+# 五倍（`d2l_gpu.host_and_device_seconds` 测量 (b) 的一步），再在这个 n 上比较，
+# 1000 次乘法轮流取自十对矩阵。这个单元格还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output"]
 n = 100
 if device.type == "cuda":
-    per_step = {}
     for k in range(16):  # n 从 100 起增大，每次运算量翻一番
         n = round(100 * 2 ** (k / 3))
         x, y = torch.randn(2, n, n, device=device)
@@ -201,11 +198,9 @@ if device.type == "cuda":
         def step(x=x, y=y, log=log):  # (b) 的一步
             log[0] = torch.linalg.matrix_norm(x @ y)
 
-        per_step[n] = d2l_gpu.host_and_device_seconds(step, device)
-        if per_step[n][1] > per_step[n][0]:  # GPU 的耗时已超过主机
+        host, gpu = d2l_gpu.host_and_device_seconds(step, device)
+        if gpu > 5 * host:  # 瓶颈已经在 GPU 上
             break
-    n = min(per_step, key=lambda m: abs(math.log(per_step[m][1] / per_step[m][0])))
-    host, gpu = per_step[n]
     print(f"n = {n}: per step, host {host * 1e6:.0f} us, GPU {gpu * 1e6:.0f} us")
     pairs = torch.randn(2, 10, n, n, device=device)
     a, b = ([pairs[j, i % 10] for i in range(1000)] for j in (0, 1))
@@ -219,9 +214,10 @@ print(
 )
 
 # %% [markdown]
-# 在 G 与 H 相当的规模下，(b) 让主机和 GPU 同时忙碌；(a) 则在每一步都加上
-# GPU 尚未做完的工作和一次往返。预计 (a) 明显更慢。所以要把记录留在设备上，
-# 成批搬回主机。
+# 在这个规模下，两种写法里 GPU 都一直忙碌，(a) 每步只多一次往返和一次启动：
+# 预计两者耗时相当。数据已在设备上时，每步读取记录代价很小；GPU 工作要等
+# 主机工作时，代价才最大，04 测的就是这种情形。把记录留在设备上、成批搬回主机，
+# 仍是稳妥的习惯。
 #
 # ## 练习 4：在两块 GPU 上同时做两次乘法
 #
@@ -259,17 +255,17 @@ else:
 # %% [markdown]
 # 原书提示说加速应当接近线性。像这里这样，两块 GPU 共用的只有 Python
 # 启动两个核函数这一步时，这个提示成立。真实的训练还要在 GPU 之间搬运数据，
-# [13 – 走出一台机器](13-beyond-one-machine.ipynb) 开始测量这部分耗时。
+# [13 – 走出单机](13-beyond-one-machine.ipynb) 开始测量这部分耗时。
 
 # %% [markdown]
 # ## 本课小结
 #
-# - 大矩阵乘法 GPU 快；很小的乘法 GPU 慢，因为它掩盖不了每次调用的固定开销。
+# - 大矩阵乘法 GPU 快；很小的乘法 GPU 慢，因为计算量太少，摊不薄每次调用的固定开销。
 # - 保存 `state_dict`，读取时写上 `weights_only=True` 和 `map_location`，
 #   GPU 上保存的检查点就能在任何机器上打开。
-# - 在 CPU 上，每步调用 `.item()` 代价很小。在 GPU 上，它让主机不能提前排队，
-#   在一步的主机时间与 GPU 时间相当时代价最大。把数值留在设备上，一次搬回。
+# - 数据已在设备上时，无论在 CPU 还是 GPU 上，每步调用 `.item()` 代价都很小；
+#   一步的 GPU 工作要等主机工作时，代价最大（见 04）。把数值留在设备上，一次搬回。
 # - 两块 GPU 能同时做两次乘法；一块 GPU 显示不出这一点。
 #
-# 下一课：[08 – GPU 显存](08-gpu-memory.ipynb) 超出了原书：PyTorch 怎样管理
-# GPU 的显存，显存耗尽时是什么样子。
+# 下一课：[08 – GPU 显存](08-gpu-memory.ipynb)，原书以外的内容：PyTorch 怎样管理显存，
+# 显存耗尽时是什么样子。
