@@ -13,8 +13,8 @@
 #   bandwidth and overhead;
 # - how to hold a measured rate against its limit, using a table of common
 #   devices, and why a rate above 100 % means the clock did not wait;
-# - one remedy for each, measured: lower precision, fewer launches, bigger
-#   batches.
+# - how a roofline draws the measured points against both limits at once.
+#   The remedies, one for each limit, follow in [12](12-remedies.ipynb).
 #
 # **What you need**
 #
@@ -222,84 +222,9 @@ else:
     print(f"no host link on {device}: the host and the device share one memory")
 
 # %% [markdown]
-# ## Remedy for compute: lower precision
-#
-# When a product is compute-bound, the lever is the arithmetic itself. GPUs
-# since the A100 have tensor cores that multiply in bfloat16 (float32's range,
-# but only 8 significant bits) many times faster than in float32; they also
-# offer TF32, which rounds float32 inputs to 11 significant bits and adds up
-# in float32. `torch.autocast` runs the products inside its block in bfloat16
-# and leaves the rest of the code alone; the timed call includes casting the
-# inputs, as a model under autocast does.
-# `torch.set_float32_matmul_precision("high")` lets float32 products use TF32
-# (the default, `"highest"`, does not; recent PyTorch also has the CUDA-only
-# switch `torch.backends.cuda.matmul.fp32_precision = "tf32"`).
-#
-# On a CPU the result depends on the chip: one with bfloat16 units (AMX,
-# AVX-512 BF16) gains, many others lose, and on some the outcome changes from
-# run to run. On a GPU with tensor cores the gap is large: see the table's
-# bfloat16 and float32 columns.
-
-# %% tags=["nbval-ignore-output", "key-result"]
-labels = ("float32", "bfloat16")
-
-
-def bfloat16_product():
-    with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-        return a @ a
-
-
-low = d2l_gpu.compare(float32_product, bfloat16_product, labels=labels, device=device)
-print(low)
-against_limit("bfloat16 product", flop / low.second.median / 1e12, "TFLOP/s", "bfloat16")
-if device.type == "cuda":
-    torch.set_float32_matmul_precision("high")  # float32 products may use TF32
-    tf32 = d2l_gpu.benchmark(float32_product, device=device)
-    torch.set_float32_matmul_precision("highest")  # back to the default
-    against_limit("float32 product with TF32", flop / tf32.median / 1e12, "TFLOP/s", "tf32")
-
-# %% [markdown]
-# Lower precision changes the results a little; deep learning usually
-# tolerates it, and autocast keeps sums and losses in float32.
-#
-# ## Remedies for overhead: fewer launches, bigger batches
-#
-# When the GPU waits for the host, the cure is less host work per unit of GPU
-# work. One way is to launch less: a *CUDA Graph* records a sequence of kernels
-# once and replays all of them with a single launch. The cell records 50 tiny
-# kernels and compares the replay with launching them one by one. On a CPU it
-# only says what a GPU shows: the replay is much faster, as the launches, not
-# the kernels, dominate. (`torch.compile` fuses kernels to the same end, but
-# compiles for many seconds first.)
-
-# %% tags=["nbval-ignore-output", "key-result"]
-if device.type == "cuda":
-    small = torch.ones(1024, device=device)
-
-    def fifty_launches():
-        for _ in range(50):
-            small.mul_(1.0)
-
-    side = torch.cuda.Stream(device)  # capture wants warmed-up kernels on a side stream
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        fifty_launches()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fifty_launches()
-    labels = ("50 launches", "one graph replay")
-    print(d2l_gpu.compare(fifty_launches, graph.replay, labels=labels, device=device))
-else:
-    print(f"CUDA Graphs need a CUDA GPU; on {device} there are no launches to save.")
-
-# %% [markdown]
-# The other way is to give each launch more work: 64 small products one by
-# one, against one batched product (`torch.bmm`) that does the same arithmetic
-# in one call. Their rates against the float32 limit show how far below it
-# small pieces of work stay. On a GPU the gap is wider than on a CPU: each of
-# the 64 launches costs microseconds, and the batched product, a single
-# launch, is over in a few microseconds more.
+# Overhead shows in products too. The 64 small products below (64 x 64 each,
+# as in [07](07-exercises.ipynb)) run one after another, and their rate
+# against the float32 limit shows how far below it small pieces of work stay.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 stack = torch.randn(64, 64, 64, device=device)  # 64 matrices of 64 x 64
@@ -311,16 +236,10 @@ def one_by_one():
         torch.mm(m, m, out=out)
 
 
-def batched():
-    torch.bmm(stack, stack, out=stack_out)
-
-
-labels = ("64 products", "one batched product")
-batch = d2l_gpu.compare(one_by_one, batched, labels=labels, device=device)
-print(batch)
+small = d2l_gpu.benchmark(one_by_one, device=device, label="64 small products")
+print(small)
 stack_flop = 64 * 2 * 64**3  # 64 products of 64 x 64
-for m in (batch.first, batch.second):
-    against_limit(m.label, stack_flop / m.median / 1e12, "TFLOP/s", "float32")
+against_limit("64 small products", stack_flop / small.median / 1e12, "TFLOP/s", "float32")
 
 # %% [markdown]
 # A *roofline* draws both limits at once: rate against operations per byte
@@ -335,8 +254,7 @@ stack_per_byte = stack_flop / (3 * stack.nbytes)
 measured = {  # name: (FLOP per byte moved, FLOP/s)
     "large product": (product_per_byte, flop / product.median),
     **elementwise,
-    "64 products": (stack_per_byte, stack_flop / batch.first.median),
-    "one batched product": (stack_per_byte, stack_flop / batch.second.median),
+    "64 small products": (stack_per_byte, stack_flop / small.median),
 }
 fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
 if limits.get("float32") and limits.get("memory"):
@@ -359,7 +277,7 @@ plt.close(fig)
 
 # %% [markdown]
 # Points near the slope are bandwidth-bound, points near the roof
-# compute-bound, points far below both (the tiny `x * 2`, the 64 products)
+# compute-bound, points far below both (the tiny `x * 2`, the 64 small products)
 # overhead-bound. On a CPU the hasty cross sits by the careful point; on a
 # GPU it lands above the roof, where no real rate can be.
 
@@ -371,8 +289,6 @@ plt.close(fig)
 # - A rate held against its limit says which: the table gives dense datasheet
 #   peaks for common GPUs and an estimate, said to be one, for a CPU. A rate
 #   above a datasheet's 100 % means the clock did not wait.
-# - Lower precision (bfloat16 under `torch.autocast`, TF32) raises the compute
-#   limit; CUDA Graphs cut launches; batching gives each launch more work.
+# - A roofline places each measured point against both limits at once.
 #
-# Next: [13 – Beyond one machine](13-beyond-one-machine.ipynb) takes the work
-# past one GPU.
+# Next: [12 – Remedies](12-remedies.ipynb), one for each limit, each measured.

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 三种瓶颈：算力、内存带宽与开销
+# # 三种瓶颈：算力、显存带宽与开销
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/11-three-limits.ipynb)
 #
@@ -12,7 +12,7 @@
 # - GPU 上的程序会受哪三种瓶颈制约：算力、显存带宽和开销；
 # - 怎样对照一张常见设备的上限表，把测得的速率换算成上限的百分比，
 #   以及为什么超过 100% 的速率说明读时钟之前没有等设备做完；
-# - 每种瓶颈各一个对策，都经过实测：降低精度、减少启动次数、合并成批量运算。
+# - 怎样用屋顶线图把测得的点同时和两种上限对照。每种瓶颈的对策见 [12](12-remedies.ipynb)。
 #
 # **你需要**
 #
@@ -208,76 +208,8 @@ else:
     print(f"no host link on {device}: the host and the device share one memory")
 
 # %% [markdown]
-# ## 算力的对策：降低精度
-#
-# 矩阵乘法计算受限时，能动的就是运算本身。从 A100 起，GPU 的张量核心支持 bfloat16：
-# 用 bfloat16（范围与 float32 相同，但只有 8 个有效二进制位）做乘法，比 float32 快很多倍；
-# 它们还支持 TF32：把 float32 输入舍入到 11 个有效二进制位，再按 float32 累加。
-# `torch.autocast` 让它的代码块里的矩阵乘法用 bfloat16 计算，其余代码不受影响；
-# 计时的调用包括了输入的数据类型转换，就像在 autocast 下运行的模型一样。
-# `torch.set_float32_matmul_precision("high")` 允许 float32 乘法使用 TF32
-# （默认值 `"highest"` 不允许；较新的 PyTorch 还有只管 CUDA 的开关
-# `torch.backends.cuda.matmul.fp32_precision = "tf32"`）。
-#
-# 在 CPU 上，结果取决于芯片：有 bfloat16 运算单元（AMX、AVX-512 BF16）的会变快，
-# 许多别的芯片反而变慢，有的芯片上，谁快谁慢每次运行都可能不同。
-# 在有张量核心的 GPU 上差距很大：对照表中 bfloat16 和 float32 两列即可看出。
-
-# %% tags=["nbval-ignore-output", "key-result"]
-labels = ("float32", "bfloat16")
-
-
-def bfloat16_product():
-    with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
-        return a @ a
-
-
-low = d2l_gpu.compare(float32_product, bfloat16_product, labels=labels, device=device)
-print(low)
-against_limit("bfloat16 product", flop / low.second.median / 1e12, "TFLOP/s", "bfloat16")
-if device.type == "cuda":
-    torch.set_float32_matmul_precision("high")  # float32 乘法可以使用 TF32
-    tf32 = d2l_gpu.benchmark(float32_product, device=device)
-    torch.set_float32_matmul_precision("highest")  # 恢复默认值
-    against_limit("float32 product with TF32", flop / tf32.median / 1e12, "TFLOP/s", "tf32")
-
-# %% [markdown]
-# 降低精度会让结果略有变化；深度学习通常能容忍，而且 autocast 会让求和与损失保持 float32。
-#
-# ## 开销的对策：减少启动、合并成批量运算
-#
-# GPU 在等主机时，办法是让主机为同样多的 GPU 工作少做些事。一种办法是少启动：
-# *CUDA 图*（CUDA Graph）把一串核函数记录一次，之后只需启动一次就能把它们全部重放。
-# 下面的单元格记录 50 个极小的核函数，把重放和逐个启动相比较。
-# 在 CPU 上，它只说明 GPU 上会看到什么：重放快得多，因为占大头的是启动，而不是核函数本身。
-# （`torch.compile` 通过融合核函数达到同样的目的，但第一次编译要花好几秒甚至更久。）
-
-# %% tags=["nbval-ignore-output", "key-result"]
-if device.type == "cuda":
-    small = torch.ones(1024, device=device)
-
-    def fifty_launches():
-        for _ in range(50):
-            small.mul_(1.0)
-
-    side = torch.cuda.Stream(device)  # 捕获之前，先在另一条流上预热
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        fifty_launches()
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fifty_launches()
-    labels = ("50 launches", "one graph replay")
-    print(d2l_gpu.compare(fifty_launches, graph.replay, labels=labels, device=device))
-else:
-    print(f"CUDA Graphs need a CUDA GPU; on {device} there are no launches to save.")
-
-# %% [markdown]
-# 另一种办法是让每次启动多做些事：64 次小矩阵乘法逐个计算，
-# 对比一次完成同样运算的批量矩阵乘法（`torch.bmm`）。
-# 两者的速率与 float32 上限相比，可以看出小块工作离上限有多远。
-# 在 GPU 上差距比 CPU 上更大：64 次启动每次都要花几微秒，而批量矩阵乘法只启动一次，再过几微秒就算完了。
+# 矩阵乘法里也看得到开销。下面 64 次小矩阵乘法（每个 64 × 64，和 [07](07-exercises.ipynb) 里的一样）
+# 一个接一个地计算；它们的速率与 float32 上限相比，可以看出小块工作离上限有多远。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 stack = torch.randn(64, 64, 64, device=device)  # 64 个 64 × 64 的矩阵
@@ -289,16 +221,10 @@ def one_by_one():
         torch.mm(m, m, out=out)
 
 
-def batched():
-    torch.bmm(stack, stack, out=stack_out)
-
-
-labels = ("64 products", "one batched product")
-batch = d2l_gpu.compare(one_by_one, batched, labels=labels, device=device)
-print(batch)
+small = d2l_gpu.benchmark(one_by_one, device=device, label="64 small products")
+print(small)
 stack_flop = 64 * 2 * 64**3  # 64 次 64 × 64 的矩阵乘法
-for m in (batch.first, batch.second):
-    against_limit(m.label, stack_flop / m.median / 1e12, "TFLOP/s", "float32")
+against_limit("64 small products", stack_flop / small.median / 1e12, "TFLOP/s", "float32")
 
 # %% [markdown]
 # *屋顶线图*（roofline）把两种上限画在同一张图上：横轴是每搬运一字节所做的运算次数，
@@ -313,8 +239,7 @@ stack_per_byte = stack_flop / (3 * stack.nbytes)
 measured = {  # 名称：(每搬运一字节的运算次数, 每秒运算次数)
     "large product": (product_per_byte, flop / product.median),
     **elementwise,
-    "64 products": (stack_per_byte, stack_flop / batch.first.median),
-    "one batched product": (stack_per_byte, stack_flop / batch.second.median),
+    "64 small products": (stack_per_byte, stack_flop / small.median),
 }
 fig, ax = plt.subplots(figsize=(6, 3.6), layout="constrained")
 if limits.get("float32") and limits.get("memory"):
@@ -346,7 +271,6 @@ plt.close(fig)
 # - 工作受算力（大的矩阵乘法）、显存带宽（`x * 2`）或开销（小块复制和小矩阵乘法、每一步同步一次）限制。
 # - 把速率和上限相比，就能看出是哪一种：表中给出常见 GPU 数据手册上的稠密峰值，
 #   CPU 一行是注明的估计值。超过数据手册 100% 的速率，说明读时钟之前没有等设备做完。
-# - 降低精度（`torch.autocast` 下的 bfloat16、TF32）抬高算力上限；
-#   CUDA 图减少启动；合并成批量运算让每次启动做更多的事。
+# - 屋顶线图把每个测得的点同时和两种上限对照。
 #
-# 下一课：[13 – 走出一台机器](13-beyond-one-machine.ipynb) 把工作扩展到多块 GPU 和多台机器。
+# 下一课：[12 – 对策](12-remedies.ipynb)，每种瓶颈各一个对策，都经过实测。
