@@ -14,13 +14,15 @@
 #   its counters and the driver's own figure;
 # - that `.to(device, copy=True)` takes new memory and plain `.to(device)` none,
 #   in bytes;
-# - what asking for more memory than a GPU has does, tried safely;
+# - what asking for more memory than a device has does, tried safely on a GPU
+#   and on the CPU;
 # - why a kernel's error can name the wrong line, and `CUDA_LAUNCH_BLOCKING=1`.
 #
 # **What you need**
 #
 # - [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb). A GPU is optional:
-#   without one, each cell says what it would show, and touches no GPU API.
+#   without one, the cells that need it say what it would show, and touch no
+#   GPU API.
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -77,8 +79,8 @@ for shape, dtype in [
 # - `torch.cuda.max_memory_allocated()`: the peak of the first number since the
 #   start, or since `torch.cuda.reset_peak_memory_stats()`;
 # - `torch.cuda.mem_get_info()`: free and total memory as the driver sees it, for
-#   every process on the card. Its used part (total minus free) is what
-#   `nvidia-smi` counts, and it is more than the reserved bytes: it includes the
+#   every process on the card. Its used part (total minus free) is roughly what
+#   `nvidia-smi` shows, and it is more than the reserved bytes: it includes the
 #   CUDA context (the GPU code of PyTorch's libraries and its bookkeeping, often
 #   several hundred MiB) and other processes.
 #
@@ -184,33 +186,44 @@ else:
 # MPS raises a plain `RuntimeError`: for a request larger than the biggest buffer
 # Metal allows, as here, its message starts "Invalid buffer size"; for one that
 # merely does not fit next to what is already allocated, "MPS backend out of
-# memory". The next cell asks for twice the card's memory, sized with a `meta`
-# tensor first, and prints the whole message. On the CPU we do not try, because
-# the operating system may end the whole Jupyter kernel rather than report an
-# error. No GPU has run this cell yet in this form.
+# memory". The CPU refuses at once too: by default Linux refuses a request
+# larger than its memory and swap together, and PyTorch raises a
+# `RuntimeError`. `torch.empty` writes nothing, so a system that grants such a
+# request (Linux with overcommit set to always; macOS often does) hands out
+# address space only, and writing those pages is what could end the process.
+# The next cell asks the device for twice its memory (the machine's, on a CPU),
+# sized with a `meta` tensor first, and prints the whole message. No GPU has
+# run this cell yet in this form.
 
 # %% tags=["nbval-ignore-output"]
+import os
+
 if device.type == "cuda":
     total = torch.cuda.get_device_properties(device).total_memory
 elif device.type == "mps":
     total = torch.mps.recommended_max_memory()
+elif hasattr(os, "sysconf"):  # Linux, macOS: the machine's memory
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 else:
     total = None
 if total is None:
-    print(f"Not tried on {device}: the operating system could kill the kernel instead.")
+    print(f"Not tried on {device}: Python does not tell this system's memory size.")
 else:
     too_big = torch.empty(2 * total // 4, device="meta")  # float32: 4 bytes per element
     print(f"{device} has {total / GiB:.1f} GiB; asking for {too_big.nbytes / GiB:.1f} GiB")
     try:
-        torch.empty(too_big.shape, device=device)
-    except RuntimeError as error:  # CUDA: torch.OutOfMemoryError, a subclass; MPS: RuntimeError
+        granted = torch.empty(too_big.shape, device=device)  # no page of it is written
+        print(f"granted: {granted.nbytes / GiB:.1f} GiB of address space, none of it written")
+        del granted
+    except RuntimeError as error:  # CUDA: torch.OutOfMemoryError, a subclass
         print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
 # On a CUDA GPU the message says how much was asked for, how much the card has
 # and how much is free, and how much PyTorch holds, then offers advice: when
 # memory is reserved but unallocated, setting
-# `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` can reduce fragmentation.
+# `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` (`PYTORCH_ALLOC_CONF` in
+# recent versions) can reduce fragmentation.
 # When a real program runs out, the usual remedies are a smaller batch size,
 # fewer tensors kept alive (a list of losses that still point at their graphs is
 # a classic culprit), or a smaller data type. Calling `empty_cache()` does not
@@ -230,11 +243,11 @@ else:
 # process's CUDA context unusable, so the cell runs the bad index in a child
 # process, without the variable and with it, and prints the line each run
 # blamed. On the CPU nothing runs behind Python's back: `index_select` raises
-# an `IndexError` at once, and both runs blame the right line. No GPU has run
-# this cell yet.
+# an `IndexError` at once, and both runs blame the right line. Apple's MPS has
+# no such switch: depending on the torch version, an index out of range there is
+# reported at a later wait or not at all. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output"]
-import os
 import re
 import subprocess
 
@@ -248,9 +261,12 @@ SOURCE = CHILD.splitlines()  # line 4 holds the bad index (12); line 5 is innoce
 
 
 def blamed(env):
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120
-    )
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired:  # a hung child is ended, and says so in one line
+        return "no answer within 120 s: the child was ended"
     places = list(re.finditer(r'File "<string>", line (\d+)', child.stderr))
     if not places:
         return "no error reported"
@@ -269,8 +285,8 @@ if device.type != "cuda":
         print(f"{name:>22}: line {number}, {SOURCE[number - 1]}: {message}")
 
 # %% [markdown]
-# CUDA's own message ends with the same advice: "For debugging consider
-# passing CUDA_LAUNCH_BLOCKING=1".
+# Without the variable, PyTorch's CUDA error message itself suggests it: "For
+# debugging consider passing CUDA_LAUNCH_BLOCKING=1".
 
 # %% [markdown]
 # ## What this lesson showed
@@ -284,7 +300,8 @@ if device.type != "cuda":
 # - `.to(device)` onto the same device adds no bytes; `copy=True` adds the
 #   tensor's full size.
 # - Asking for more than a GPU has fails at once with an error the program can
-#   catch (`torch.OutOfMemoryError` on CUDA, a `RuntimeError` on MPS).
+#   catch (`torch.OutOfMemoryError` on CUDA, a `RuntimeError` on MPS); so does
+#   asking the CPU for more than the machine's memory, by Linux's default.
 # - A kernel's error surfaces at a later call; `CUDA_LAUNCH_BLOCKING=1` makes
 #   it surface at its cause.
 #

@@ -12,13 +12,13 @@
 # - 在占用显存之前，先算出一个张量要多少字节；
 # - PyTorch 的缓存分配器怎样管理 CUDA GPU 的显存，怎样读它的计数器和驱动报告的数字；
 # - 以字节为单位确认：`.to(device, copy=True)` 占用新的显存，普通的 `.to(device)` 不占；
-# - 申请超过显存容量的空间会发生什么，用安全的方式试一试；
+# - 申请超过设备容量的空间会发生什么，在 GPU 和 CPU 上用安全的方式试一试；
 # - 核函数里的错误为什么会指错行，以及 `CUDA_LAUNCH_BLOCKING=1` 的用处。
 #
 # **你需要**
 #
 # - 读过 [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)。GPU 不是必需的：
-#   没有 GPU 时，每个单元格说明它在 GPU 上会显示什么，并且不调用任何 GPU 接口。
+#   没有 GPU 时，需要 GPU 的单元格说明它在 GPU 上会显示什么，并且不调用任何 GPU 接口。
 #
 # 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
@@ -74,7 +74,7 @@ for shape, dtype in [
 # - `torch.cuda.max_memory_allocated()`：第一个数的峰值，从进程开始或从上一次
 #   `torch.cuda.reset_peak_memory_stats()` 算起；
 # - `torch.cuda.mem_get_info()`：驱动报告的空闲显存和总显存，卡上所有进程都算在内。
-#   两者之差就是 `nvidia-smi` 统计的已用显存。它比分配器持有的多，因为还包括 CUDA 上下文
+#   两者之差大致就是 `nvidia-smi` 显示的已用显存。它比分配器持有的多，因为还包括 CUDA 上下文
 #   （PyTorch 各个库的 GPU 代码和簿记数据，常有几百 MiB）和其他进程。
 #
 # `torch.cuda.empty_cache()` 把分配器持有但没在用的显存还给驱动，让别的进程能用。
@@ -142,7 +142,7 @@ else:
 # 无法把它还给驱动。要检验这个推断，可以在启动 Python 之前设置 `CUDA_MODULE_LOADING=EAGER`
 # 再运行本课：如果推断成立，一开始的上下文会更大，第一个核函数运行时涨得更少。
 #
-# 在 GPU 上把一连串分配中的这两个数画出来，`allocated` 会随每个张量升降，
+# 如果在 GPU 上把一连串分配过程中的这两个数画成曲线，`allocated` 会随每个张量升降，
 # `reserved` 则阶梯式上升并停在高处。本课不画这张图：保存的输出是在 CPU 上运行得到的，CPU 没有这些计数器。
 #
 # ## 复制要占显存，精确到字节
@@ -172,31 +172,41 @@ else:
 # 这个错误可以像别的错误一样捕获。Apple 的 MPS 抛出的是普通的 `RuntimeError`。
 # 申请超过 Metal 允许的最大缓冲区时（本例就是这样），信息以 `Invalid buffer size` 开头；
 # 申请本身不算太大、只是和已分配的显存加起来放不下时，信息是 `MPS backend out of memory`。
-# 下一个单元格先用 `meta` 张量算好大小，再申请这块卡两倍的显存，并打印完整的报错信息。
-# 在 CPU 上我们不做这个尝试，因为操作系统可能不报错，而是直接结束整个 Jupyter 内核。
+# CPU 同样会立刻拒绝：Linux 默认拒绝超过内存与交换空间之和的申请，PyTorch 随即抛出
+# `RuntimeError`。`torch.empty` 不写入任何数据，所以允许这种申请的系统（把 overcommit
+# 设为总是允许的 Linux；macOS 也常常允许）给出的只是地址空间，真正写入这些页面时，
+# 进程才可能被结束。下一个单元格先用 `meta` 张量算好大小，再申请设备容量的两倍
+# （在 CPU 上是机器内存的两倍），并打印完整的报错信息。
 # 这个单元格的当前写法还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output"]
+import os
+
 if device.type == "cuda":
     total = torch.cuda.get_device_properties(device).total_memory
 elif device.type == "mps":
     total = torch.mps.recommended_max_memory()
+elif hasattr(os, "sysconf"):  # Linux、macOS：机器的内存
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 else:
     total = None
 if total is None:
-    print(f"Not tried on {device}: the operating system could kill the kernel instead.")
+    print(f"Not tried on {device}: Python does not tell this system's memory size.")
 else:
     too_big = torch.empty(2 * total // 4, device="meta")  # float32：每个元素 4 字节
     print(f"{device} has {total / GiB:.1f} GiB; asking for {too_big.nbytes / GiB:.1f} GiB")
     try:
-        torch.empty(too_big.shape, device=device)
-    except RuntimeError as error:  # CUDA 抛出它的子类 torch.OutOfMemoryError；MPS 抛出 RuntimeError
+        granted = torch.empty(too_big.shape, device=device)  # 它的页面一个也没有写入
+        print(f"granted: {granted.nbytes / GiB:.1f} GiB of address space, none of it written")
+        del granted
+    except RuntimeError as error:  # CUDA 抛出它的子类 torch.OutOfMemoryError
         print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
 # 在 CUDA GPU 上，报错信息说明申请了多少、这块卡共有多少、还空闲多少、PyTorch 持有多少，
 # 然后给出建议：如果有大量显存已被持有却没有分配出去，设置
-# `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` 可以减少碎片。
+# `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`（较新的版本写作 `PYTORCH_ALLOC_CONF`）
+# 可以减少碎片。
 # 真正的程序显存不够时，常见的办法有三个：减小批量大小；少留存活的张量
 # （一个仍连着各自计算图的损失列表是典型的元凶）；换用更小的数据类型。
 # 调用 `empty_cache()` 帮不了本身缺显存的进程：缓存里的显存本来就留给它自己重复使用。
@@ -209,13 +219,13 @@ else:
 # 那次调用往往与它毫不相干，回溯信息指向的也是那里。在进程启动之前设置
 # `CUDA_LAUNCH_BLOCKING=1`，每次启动核函数都要等它运行完，错误就会在引发它的那一行报出。
 # 这会让所有运算都变慢，所以只在查错时设置。核函数里的检查失败（“设备端断言”，
-# device-side assert）之后，这个进程的 CUDA 上下文就不能再用了，所以单元格在子进程里运行
-# 这个越界的索引：一次不设这个变量，一次设置，并打印每次报错指向哪一行。CPU 上的运算
+# device-side assert）之后，这个进程的 CUDA 上下文就不能再用了，所以单元格在子进程里执行
+# 这次越界索引：一次不设这个变量，一次设置，并打印每次报错指向哪一行。CPU 上的运算
 # 是同步执行的，`index_select` 当场就抛出 `IndexError`，所以两次都指向正确的那一行。
-# 这个单元格还没有在 GPU 上运行过。
+# Apple 的 MPS 没有这样的开关：视 torch 版本而定，那里的越界索引要到后面某次等待时才报出，
+# 或者根本不报。这个单元格还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output"]
-import os
 import re
 import subprocess
 
@@ -229,9 +239,12 @@ SOURCE = CHILD.splitlines()  # 第 4 行的索引 12 越界；第 5 行与它无
 
 
 def blamed(env):
-    child = subprocess.run(
-        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120
-    )
+    try:
+        child = subprocess.run(
+            [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired:  # 卡住的子进程被结束，只用一行说明
+        return "no answer within 120 s: the child was ended"
     places = list(re.finditer(r'File "<string>", line (\d+)', child.stderr))
     if not places:
         return "no error reported"
@@ -250,7 +263,7 @@ if device.type != "cuda":
         print(f"{name:>22}: line {number}, {SOURCE[number - 1]}: {message}")
 
 # %% [markdown]
-# CUDA 自己的报错信息最后也给出同样的建议：
+# 不设这个变量时，PyTorch 的 CUDA 报错信息本身就给出这条建议：
 # `For debugging consider passing CUDA_LAUNCH_BLOCKING=1`。
 
 # %% [markdown]
@@ -263,7 +276,8 @@ if device.type != "cuda":
 #   还包括 CUDA 上下文和其他进程。
 # - 对同一设备调用 `.to(device)` 不增加任何字节；`copy=True` 增加整个张量的大小。
 # - 申请超过 GPU 容量的显存会立刻失败，抛出程序可以捕获的错误（CUDA 上是
-#   `torch.OutOfMemoryError`，MPS 上是 `RuntimeError`）。
+#   `torch.OutOfMemoryError`，MPS 上是 `RuntimeError`）；按 Linux 的默认设置，
+#   向 CPU 申请超过机器内存的空间也是如此。
 # - 核函数里的错误要到后面的调用才报出；设置 `CUDA_LAUNCH_BLOCKING=1` 后，
 #   它会在引发它的那一行报出。
 #
