@@ -9,14 +9,12 @@
 #
 # - that a GPU works through a queue while Python runs ahead;
 # - the book's side notes, measured;
-# - what logging a loss with `.item()` at every step costs, and how to find
-#   such waits;
+# - what a wait at every step costs, and how to find hidden waits;
 # - what pinned memory and `non_blocking` buy, cost and risk.
 #
 # **What you need**
 #
-# - [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb). A GPU is optional:
-#   without one every cell runs on the CPU and the text says what a GPU shows.
+# - [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb); a GPU is optional.
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -42,10 +40,10 @@ if d2l_gpu.num_gpus() == 0:
 # When Python calls `torch.matmul` on a GPU tensor, PyTorch puts a *kernel* (a
 # program for the GPU) into the GPU's queue and returns at once, like ordering
 # coffee by phone: the result tensor exists at once, its values come later. The
-# cell queues ten products and reads the clock after the loop and after
-# `d2l_gpu.synchronize(device)` waits for the queue to empty. On a CPU each
-# call computes before returning, so the readings agree; on a GPU the first is
-# far smaller.
+# cell queues ten products and reads the clock when the loop returns and after
+# `d2l_gpu.synchronize(device)` has emptied the queue. On a CPU each call
+# computes before returning, so the readings agree; on a GPU the first is far
+# smaller.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 import time
@@ -77,10 +75,9 @@ print(f"  the second reading is {finished / queued:.1f}x the first: {meaning}")
 # %% [markdown]
 # ## Side notes, measured
 #
-# Each cell below compares two pieces of code with `d2l_gpu.compare`, timed
-# with clocks that wait for the device ([09](09-timing-a-gpu.ipynb) explains
-# how), and prints a verdict. Stored outputs come from a CPU-only machine,
-# where a "transfer" stays in main memory.
+# Each cell below times two pieces of code with `d2l_gpu.compare`, which waits
+# for the device before reading the clock ([09](09-timing-a-gpu.ipynb)), and
+# prints a verdict.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 host = torch.randn(1024, 1024)  # 4 MiB in main memory
@@ -102,26 +99,28 @@ print(d2l_gpu.compare(
 # %% [markdown]
 # `x * 2` reads and writes as much memory as the copy moves, yet on a GPU the
 # copy crosses the bus and takes many times as long; on a CPU both stay in main
-# memory. The figure times one copy per size, 1 KiB to 64 MiB (on a CUDA GPU, not
-# yet run, from pinned memory too).
+# memory. The figure times one copy per size, 1 KiB to 64 MiB; on a CUDA GPU
+# (not yet run) also from pinned memory, waiting for each copy and not.
 
 # %% tags=["nbval-ignore-output"]
 import matplotlib.pyplot as plt
 
 sizes = [4**k * 1024 for k in range(9)]
-memories = {"ordinary": False, "pinned": True} if device.type == "cuda" else {"ordinary": False}
+ways = {"ordinary memory": (False, False)}  # (pinned, non_blocking)
+if device.type == "cuda":
+    ways |= {"pinned memory": (True, False), "pinned, non_blocking": (True, True)}
 
 
-def copy(size, pinned):
-    source = torch.empty(size // 4, pin_memory=pinned)  # 4 bytes per float32
+def copy(size, pinned, queued):
+    source = torch.empty(size // 4, pin_memory=pinned)  # float32: 4 bytes
     landing = torch.empty(size // 4, device=device)
-    return lambda: landing.copy_(source, non_blocking=pinned)
+    return lambda: landing.copy_(source, non_blocking=queued)
 
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(6, 3.6), layout="constrained")
 largest = 0.0
-for memory, pinned in memories.items():
-    times = [d2l_gpu.benchmark(copy(s, pinned), device=device, min_run_time=0.05) for s in sizes]
+for way, (pinned, queued) in ways.items():
+    times = [d2l_gpu.benchmark(copy(s, pinned, queued), device=device, min_run_time=0.05) for s in sizes]
     us = [t.median * 1e6 for t in times]
     us_spread = [[(t.median - t.q1) * 1e6 for t in times], [(t.q3 - t.median) * 1e6 for t in times]]
     rates = [s / t.median / 1e9 for s, t in zip(sizes, times, strict=True)]
@@ -129,11 +128,11 @@ for memory, pinned in memories.items():
         [r - s / t.q3 / 1e9 for r, s, t in zip(rates, sizes, times, strict=True)],
         [s / t.q1 / 1e9 - r for r, s, t in zip(rates, sizes, times, strict=True)],
     ]
-    label = f"{memory} memory to {device}"
+    label = f"from {way} to {device}"
     left.errorbar(sizes, us, yerr=us_spread, fmt="o-", capsize=2, label=label)
     right.errorbar(sizes, rates, yerr=rate_spread, fmt="o-", capsize=2)
     largest = max(largest, rates[-1])
-    print(f"{label}: {us[0]:.3g} µs per 1 KiB copy, {rates[-1]:.3g} GB/s at 64 MiB")
+    print(f"{label}: {us[0]:.3g} us per 1 KiB copy, {rates[-1]:.3g} GB/s at 64 MiB")
 right.axhline(largest, color="gray", linestyle="--", label=f"64 MiB copy: {largest:.3g} GB/s")
 for ax in (left, right):
     ax.set_xscale("log")
@@ -147,14 +146,17 @@ plt.show()
 plt.close(fig)
 
 # %% [markdown]
-# Small copies take about the fixed cost of any copy, so 1024 small ones lose to
-# one large one. Large ones level off at a rate (dashed: the largest copy's),
-# the bus's limit or, on a CPU, that of the cache or memory holding the data.
+# Small copies cost about the fixed cost of any copy, so 1024 small ones lose to
+# one large one. On a CPU (one thread here) the rate rises while the data fit in
+# a cache and falls in main memory; dashed is the largest copy's rate. On a CUDA
+# GPU large copies should level off at the bus's limit, higher from pinned
+# memory; at small sizes the `non_blocking` curve's gain is the skipped wait,
+# not pinning.
 #
-# Reading values back costs too: `print(x)`, `x.item()`, `x.tolist()` and
-# `x.cpu()` copy a GPU tensor to main memory, each after waiting for the work
-# queued before it. `x.numpy()` refuses a GPU tensor; NumPy needs `x.cpu()`
-# first.
+# Reading values back waits too: `print(x)`, `x.item()`, `x.tolist()` and
+# `x.cpu()` copy a GPU tensor to main memory after the work queued before it.
+# On a CPU the cell below measures only the cost per call; on a GPU each
+# `.item()` also waits and copies.
 
 # %% tags=["nbval-ignore-output"]
 values = torch.rand(256, device=device)
@@ -180,13 +182,13 @@ print(d2l_gpu.compare(
 # round trip), reaching H + G when the step's GPU work must wait for all its
 # host work, as when the host first prepares each batch.
 #
-# The cell builds such a step: the host draws a batch into pinned memory
-# (below), then the GPU runs `depth` matrix products on it. On a CUDA GPU,
-# `d2l_gpu.host_and_device_seconds` measures H and G, and `depth` grows until G
-# is about H, where the wait costs most. No GPU has run this cell yet.
+# The cell builds such a step: the host draws a batch into pinned memory, then
+# the GPU runs `depth` matrix products on it. On a CUDA GPU, `depth` grows
+# until G is about H (`d2l_gpu.host_and_device_seconds` measures both), where
+# the wait costs most. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output", "key-result"]
-pin = device.type == "cuda"  # pinned memory serves CUDA copies
+pin = device.type == "cuda"
 rows, width = (64, 256) if device.type == "cpu" else (256, 4096)
 weight = torch.randn(width, width, device=device) / width**0.5
 
@@ -197,7 +199,7 @@ def make_step(depth):
         x = batch.to(device, non_blocking=True)
         for _ in range(depth):  # then the GPU work
             x = x @ weight
-        return x.square().mean()  # the loss, on the device
+        return x.square().mean()
 
     return step
 
@@ -235,25 +237,24 @@ else:
     print(f"{device} has a queue too, but H and G are measured on CUDA GPUs only")
 
 # %% [markdown]
-# On a CUDA GPU, expect the loop without the wait near max(H, G) and the loop
-# with `.item()` near H + G. Real steps lie in between: the less host work a
-# step's first kernels need, the less the wait costs. On a CPU, with no queue,
-# both loops cost H + G.
+# On a CUDA GPU, expect the two loops near max(H, G) and H + G. Real steps lie
+# in between: the less host work a step's first kernels need, the less the wait
+# costs.
 #
 # ## Finding hidden waits
 #
-# With `torch.cuda.set_sync_debug_mode("warn")`, PyTorch warns at operations
-# that make the host wait for a CUDA GPU (most of them). The cell prints which
-# of some similar lines waited or, without CUDA (where the mode raises an
-# error), what PyTorch's source says. No GPU has run this cell yet.
+# With `torch.cuda.set_sync_debug_mode("warn")`, PyTorch warns at most
+# operations that make the host wait for a CUDA GPU. The cell prints which of
+# some similar lines waited or, without CUDA, what PyTorch's source says. No GPU
+# has run this cell yet.
 
 # %% tags=["nbval-ignore-output"]
 import warnings
 
 x = torch.randn(1024, device=device)
-batch = torch.randn(rows, width)  # ordinary memory
+batch = torch.randn(rows, width)
 pinned = batch.pin_memory() if pin else batch
-lines = {  # each line, and whether it waits for a CUDA GPU
+lines = {  # does it wait for a CUDA GPU?
     "x * 2": (lambda: x * 2, False),
     "x.sum().item()": (lambda: x.sum().item(), True),
     "x[x > 0]": (lambda: x[x > 0], True),  # only the GPU knows the result's size
@@ -281,41 +282,58 @@ else:
         print(f"{line:>36}: {'waits' if waits else 'does not wait'}")
 
 # %% [markdown]
-# `batch.to(device)` from ordinary memory waits for the whole queue: a loop that
-# copies its batches this way waits at every step, even without `.item()`.
+# So a loop that copies each batch from ordinary memory waits at every step,
+# even without `.item()`.
 #
 # ## Pinned memory and `non_blocking`
 #
 # A CUDA GPU copies from page-locked ("pinned") memory only. From ordinary
 # memory the data goes through a pinned staging buffer and PyTorch waits; from
-# memory pinned in advance, `non_blocking=True` only queues the copy. Pinning
-# itself is expensive: `pin_memory()` copies the data once more, and the
-# operating system cannot swap locked pages out. Pin buffers you reuse, or let a
-# `DataLoader` with `pin_memory=True` pin batches. The cell times both copies
-# and `pin_memory()`. No GPU has run this cell yet.
+# memory pinned in advance, `non_blocking=True` only queues the copy. The first
+# pin of a size is slow: it locks new pages, which the system cannot swap out;
+# later pins reuse PyTorch's cached blocks but still copy the data once more.
+# So pin a buffer once and reuse it, or let a `DataLoader` with
+# `pin_memory=True` pin batches. Refilling your buffer before its queued copy
+# has run sends the GPU the new data, a *race* (the outcome depends on which
+# happens first): wait on an event recorded after the copy, or alternate two
+# buffers. The cell times pinning and copying, then sends eight batches through
+# one buffer. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 batch = torch.randn(2048, 1024)  # 8 MiB in ordinary memory
+landing = torch.empty(batch.shape, device=device)
 if pin:
-    pinned = batch.pin_memory()
-    landing = torch.empty(batch.shape, device=device)
+    timer = d2l_gpu.Timer(device)
+    pinned = batch.pin_memory()  # the first pin of 8 MiB locks new pages
+    print(f"first pin of 8 MiB: {timer.stop() * 1e3:.2f} ms")
+    print(d2l_gpu.benchmark(lambda: batch.pin_memory(), label="later pins (cached blocks)"))
     print(d2l_gpu.compare(
         lambda: landing.copy_(pinned, non_blocking=True),
         lambda: landing.copy_(batch),
-        labels=("a copy from pinned memory", "a copy from ordinary memory"),
+        labels=("a non_blocking copy from pinned memory", "a copy from ordinary memory"),
     ))
-    print(d2l_gpu.benchmark(lambda: batch.pin_memory(), label="pinning 8 MiB"))
 else:
     print(f"{device} is not a CUDA GPU: nothing pinned, no CUDA API called")
 
+staging = torch.empty(batch.shape, pin_memory=pin)  # one buffer, reused
+copied = torch.cuda.Event() if pin else None
+intact = torch.tensor(True, device=device)
+for k in range(8):
+    if copied is not None:
+        copied.synchronize()  # the last copy out of staging has run
+    staging.fill_(k)  # only now refill it
+    landing.copy_(staging, non_blocking=pin)
+    if copied is not None:
+        copied.record()
+    intact &= (landing == k).all()  # no wait
+print(f"8 batches through one reused buffer arrived intact: {intact.item()}")
+
 # %% [markdown]
-# The other direction hides a race, where the result depends on which of two
-# things happens first. A copy to the host with `non_blocking=True` is only
-# queued, and nothing makes the CPU wait before reading. The cell fills a host
-# buffer with -1, queues twenty products of a matrix of ones and the copy back,
-# and reads the last element at once and after synchronizing. On a CUDA GPU or
-# Apple's MPS, the early read should find -1. A race can come out right by luck,
-# so a right early read proves nothing.
+# A copy to the host with `non_blocking=True` races too: it is only queued,
+# and nothing makes the CPU wait before reading. The cell fills a host buffer
+# with -1, queues twenty products and the copy back, and reads the last element
+# before and after synchronizing: on a CUDA GPU or Apple's MPS the early read
+# should find -1. A right early read proves nothing: a race can go either way.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 ones = torch.ones(n, n, device=device)
@@ -340,12 +358,12 @@ else:
 # ## What this lesson showed
 #
 # - A GPU works through a queue while Python runs ahead.
-# - On a GPU a transfer costs more than simple arithmetic; many small copies
-#   cost more than one large one; reading a value back waits.
-# - A wait at every step removes only the run-ahead across steps. Keep logs on
-#   the device; `set_sync_debug_mode` finds hidden waits.
-# - Pinning has its own cost; a non-blocking copy back must be synchronized
-#   before it is read.
+# - On a GPU a transfer costs more than simple arithmetic, and many small
+#   copies more than one large one.
+# - A wait at every step removes the run-ahead across steps; keep logs on the
+#   device. `set_sync_debug_mode` finds hidden waits.
+# - A non-blocking copy races: refill its source after an event, read its
+#   result after synchronizing.
 #
 # Next: [05 – Neural networks and GPUs](05-neural-networks-and-gpus.ipynb) puts
 # a whole model on a device.

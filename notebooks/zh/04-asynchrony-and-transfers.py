@@ -9,13 +9,12 @@
 #
 # - GPU 按队列工作，Python 不等它做完就继续往下执行；
 # - 原书的几条旁注，逐条实测；
-# - 每一步都用 `.item()` 记录损失到底有什么代价，以及怎样找出这类等待；
-# - 锁页内存和 `non_blocking` 带来什么、代价是什么、有什么风险。
+# - 每一步都等一次设备有什么代价，以及怎样找出隐藏的等待；
+# - 锁页内存和 `non_blocking` 的好处、代价和风险。
 #
 # **你需要**
 #
-# - [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)。GPU 不是必需的：没有 GPU 时，
-#   每个单元格都在 CPU 上运行，文字会说明 GPU 上会看到什么。
+# - [03 – 张量与 GPU](03-tensors-and-gpus.ipynb)；GPU 不是必需的。
 #
 # 代码与英文版相同（只有注释是中文），单元格打印的输出是英文；输出里的用语见[术语表](README.md#代码和输出)。
 
@@ -42,8 +41,8 @@ if d2l_gpu.num_gpus() == 0:
 #
 # Python 对 GPU 张量调用 `torch.matmul` 时，PyTorch 把一个*核函数*（在 GPU 上运行的程序）
 # 放进 GPU 的队列，然后立即返回。这好比打电话订咖啡：结果张量马上就有了，值稍后才到。
-# 下面的单元格把十次矩阵乘法排进队列，在循环刚结束时和 `d2l_gpu.synchronize(device)`
-# 等到队列清空之后各记一次时间。在 CPU 上，每次调用都算完才返回，两次读数相近；
+# 下面的单元格把十次矩阵乘法排进队列，在循环返回时和 `d2l_gpu.synchronize(device)`
+# 清空队列之后各读一次时钟。在 CPU 上，每次调用都算完才返回，两次读数相近；
 # 在 GPU 上，第一次读数要小得多。
 
 # %% tags=["nbval-ignore-output", "key-result"]
@@ -78,7 +77,6 @@ print(f"  the second reading is {finished / queued:.1f}x the first: {meaning}")
 #
 # 下面每个单元格都用 `d2l_gpu.compare` 比较两段代码。它计时时会等设备把工作做完再读时钟
 # （[09](09-timing-a-gpu.ipynb) 讲具体做法），最后打印一句结论。
-# 这里保存的输出来自一台没有 GPU 的机器，所谓“传输”只是内存里的一次复制。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 host = torch.randn(1024, 1024)  # 内存里的 4 MiB
@@ -100,25 +98,27 @@ print(d2l_gpu.compare(
 # %% [markdown]
 # `x * 2` 读写的数据量与这次复制相同。在 GPU 上，复制要经过总线，耗时是它的许多倍；
 # 在 CPU 上，两者都只在内存里进行。下图给 1 KiB 到 64 MiB 之间不同大小的复制计时；
-# 在 CUDA GPU 上还画出从锁页内存复制的曲线（这部分尚未在 GPU 上运行过）。
+# 在 CUDA GPU 上还测从锁页内存的复制，分每次都等待和不等待两种（尚未在 GPU 上运行过）。
 
 # %% tags=["nbval-ignore-output"]
 import matplotlib.pyplot as plt
 
 sizes = [4**k * 1024 for k in range(9)]
-memories = {"ordinary": False, "pinned": True} if device.type == "cuda" else {"ordinary": False}
+ways = {"ordinary memory": (False, False)}  # （是否锁页，是否 non_blocking）
+if device.type == "cuda":
+    ways |= {"pinned memory": (True, False), "pinned, non_blocking": (True, True)}
 
 
-def copy(size, pinned):
+def copy(size, pinned, queued):
     source = torch.empty(size // 4, pin_memory=pinned)  # 每个 float32 占 4 字节
     landing = torch.empty(size // 4, device=device)
-    return lambda: landing.copy_(source, non_blocking=pinned)
+    return lambda: landing.copy_(source, non_blocking=queued)
 
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(6, 3.6), layout="constrained")
 largest = 0.0
-for memory, pinned in memories.items():
-    times = [d2l_gpu.benchmark(copy(s, pinned), device=device, min_run_time=0.05) for s in sizes]
+for way, (pinned, queued) in ways.items():
+    times = [d2l_gpu.benchmark(copy(s, pinned, queued), device=device, min_run_time=0.05) for s in sizes]
     us = [t.median * 1e6 for t in times]
     us_spread = [[(t.median - t.q1) * 1e6 for t in times], [(t.q3 - t.median) * 1e6 for t in times]]
     rates = [s / t.median / 1e9 for s, t in zip(sizes, times, strict=True)]
@@ -126,11 +126,11 @@ for memory, pinned in memories.items():
         [r - s / t.q3 / 1e9 for r, s, t in zip(rates, sizes, times, strict=True)],
         [s / t.q1 / 1e9 - r for r, s, t in zip(rates, sizes, times, strict=True)],
     ]
-    label = f"{memory} memory to {device}"
+    label = f"from {way} to {device}"
     left.errorbar(sizes, us, yerr=us_spread, fmt="o-", capsize=2, label=label)
     right.errorbar(sizes, rates, yerr=rate_spread, fmt="o-", capsize=2)
     largest = max(largest, rates[-1])
-    print(f"{label}: {us[0]:.3g} µs per 1 KiB copy, {rates[-1]:.3g} GB/s at 64 MiB")
+    print(f"{label}: {us[0]:.3g} us per 1 KiB copy, {rates[-1]:.3g} GB/s at 64 MiB")
 right.axhline(largest, color="gray", linestyle="--", label=f"64 MiB copy: {largest:.3g} GB/s")
 for ax in (left, right):
     ax.set_xscale("log")
@@ -144,13 +144,14 @@ plt.show()
 plt.close(fig)
 
 # %% [markdown]
-# 小复制的耗时都接近复制的固定开销，所以 1024 次小复制比一次大复制慢得多。
-# 大复制的速率趋于平稳（虚线是最大那次复制的速率），这时瓶颈在总线；
-# 在 CPU 上，瓶颈在存放数据的那一级缓存或内存。
+# 小复制的耗时主要是复制的固定开销，所以 1024 次小复制比一次大复制慢得多。
+# 在 CPU 上（这里只用一个线程），数据放得进缓存时，速率随大小上升；落到内存里之后，速率回落。
+# 虚线是最大那次复制的速率。在 CUDA GPU 上，大复制的速率应当稳定在总线能达到的水平，
+# 从锁页内存复制时更高；小复制时，`non_blocking` 那条曲线快出的部分来自省掉的等待，与锁页无关。
 #
-# 把数值读回来也有代价。`print(x)`、`x.item()`、`x.tolist()` 和 `x.cpu()`
-# 都会把 GPU 张量复制到内存，而且复制之前要先等排在前面的工作做完。
-# `x.numpy()` 不接受 GPU 张量，要先调用 `x.cpu()`，同样要等。
+# 把数值读回来同样要等。`print(x)`、`x.item()`、`x.tolist()` 和 `x.cpu()`
+# 都要等排在前面的工作做完，再把 GPU 张量复制到内存。
+# 在 CPU 上，下面的单元格测到的只是每次调用本身的开销；在 GPU 上，每次 `.item()` 还要等待和复制。
 
 # %% tags=["nbval-ignore-output"]
 values = torch.rand(256, device=device)
@@ -171,16 +172,16 @@ print(d2l_gpu.compare(
 # 所以即使一步以 `.item()` 结尾，主机和 GPU 在这一步*之内*仍然同时工作。
 # 不等待时，GPU 执行第 k 步的同时，主机已经在把第 k + 1 步排进队列，每步耗时约为 max(H, G)。
 # 每步等待一次，去掉的只是这种步与步之间的提前排队：每步的耗时落在 max(H, G) 与 H + G 之间
-# （再加一次往返）。只有当 GPU 的工作必须等这一步的主机工作全部做完时，
-# 才会达到 H + G，例如主机先准备好批次，模型才能在上面计算。
+# （再加一次往返）。GPU 的工作必须等这一步的主机工作全部做完时（例如主机先准备批次），
+# 才会达到 H + G。
 #
-# 下面的单元格就搭出这样一步：主机先在 CPU 上生成一个批次，放进锁页内存（后面会讲），
-# 然后 GPU 在上面做 `depth` 次矩阵乘法。在 CUDA GPU 上，`d2l_gpu.host_and_device_seconds`
-# 测出 H 和 G，再加深模型，直到 G 与 H 相当，这时等待的代价最大。
+# 下面的单元格搭出这样一步：主机先生成一个批次，放进锁页内存，
+# 然后 GPU 在上面做 `depth` 次矩阵乘法。在 CUDA GPU 上，`depth` 逐步加大，
+# 直到 G 与 H 相当（两者由 `d2l_gpu.host_and_device_seconds` 测出），这时等待的代价最大。
 # 这个单元格还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output", "key-result"]
-pin = device.type == "cuda"  # 锁页内存只对 CUDA 的复制有用
+pin = device.type == "cuda"
 rows, width = (64, 256) if device.type == "cpu" else (256, 4096)
 weight = torch.randn(width, width, device=device) / width**0.5
 
@@ -191,7 +192,7 @@ def make_step(depth):
         x = batch.to(device, non_blocking=True)
         for _ in range(depth):  # 再做 GPU 上的工作
             x = x @ weight
-        return x.square().mean()  # 损失，仍在设备上
+        return x.square().mean()
 
     return step
 
@@ -229,25 +230,22 @@ else:
     print(f"{device} has a queue too, but H and G are measured on CUDA GPUs only")
 
 # %% [markdown]
-# 在 CUDA GPU 上，不等待的循环每步应接近 max(H, G)，每步调用 `.item()` 的循环应接近 H + G。
+# 在 CUDA GPU 上，两个循环每步应分别接近 max(H, G) 和 H + G。
 # 实际训练中的一步介于两者之间：一步开头的核函数越少依赖主机上的工作，等待的代价就越小。
-# CPU 上没有队列，两个循环每步都是 H + G。
 #
 # ## 找出隐藏的等待
 #
-# 调用 `torch.cuda.set_sync_debug_mode("warn")` 之后，遇到让主机等 CUDA GPU 的操作，
-# PyTorch 会发出警告（按它的文档，并非所有这类操作都会警告）。
-# 下面的单元格运行几行看起来差不多的代码，打印哪些行等待了。
-# 没有 CUDA 时这个函数会报错，所以在其他设备上，单元格只打印按 PyTorch 源码每一行应有的行为。
-# 这个单元格还没有在 GPU 上运行过。
+# 调用 `torch.cuda.set_sync_debug_mode("warn")` 之后，遇到大多数让主机等 CUDA GPU 的操作，
+# PyTorch 都会发出警告。下面的单元格打印几行相似的代码里哪些等待了；
+# 没有 CUDA 时，只打印按 PyTorch 源码每一行应有的行为。这个单元格还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output"]
 import warnings
 
 x = torch.randn(1024, device=device)
-batch = torch.randn(rows, width)  # 普通内存
+batch = torch.randn(rows, width)
 pinned = batch.pin_memory() if pin else batch
-lines = {  # 每行代码，以及它会不会等 CUDA GPU
+lines = {  # 会不会等 CUDA GPU
     "x * 2": (lambda: x * 2, False),
     "x.sum().item()": (lambda: x.sum().item(), True),
     "x[x > 0]": (lambda: x[x > 0], True),  # 结果有多大，只有 GPU 算完才知道
@@ -275,39 +273,56 @@ else:
         print(f"{line:>36}: {'waits' if waits else 'does not wait'}")
 
 # %% [markdown]
-# 从普通内存调用 `batch.to(device)` 会等整个队列清空。用这种方式复制批次的循环，
-# 即使不调用 `.item()`，每一步也都在等待。
+# 所以从普通内存复制每个批次的循环，即使不调用 `.item()`，每一步也都在等待。
 #
 # ## 锁页内存与 `non_blocking`
 #
 # CUDA GPU 只能直接从锁页（pinned，也称固定）内存复制数据。数据在普通内存里时，
 # 要先经过一块锁页的中转缓冲区，PyTorch 还要等复制结束；
 # 如果内存事先锁了页，`non_blocking=True` 只把复制排进队列。
-# 锁页本身开销也不小：`pin_memory()` 要把数据再复制一遍，操作系统也不能再把锁住的内存页换出到磁盘。
-# 应当只给反复使用的缓冲区锁页，或者交给设了 `pin_memory=True` 的 `DataLoader` 去锁页。
-# 下面的单元格给两种复制和 `pin_memory()` 本身计时。这个单元格还没有在 GPU 上运行过。
+# 第一次锁某个大小的内存很慢：要锁住新的内存页，这些页不能再换出到磁盘；
+# 之后再锁页会复用 PyTorch 缓存的内存块，但数据仍要多复制一遍。
+# 所以缓冲区只锁页一次、反复使用，或者交给设了 `pin_memory=True` 的 `DataLoader` 去锁页。
+# 如果排队的复制还没执行就重新填充自己的缓冲区，GPU 收到的就是新数据。
+# 这是一个*竞态*：结果取决于两件事谁先完成。办法是复制之后记录一个 CUDA 事件，
+# 重新填充之前先等它完成，或者轮流使用两块缓冲区。
+# 下面的单元格给锁页和复制计时，再通过同一块缓冲区发送八个批次。这个单元格还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 batch = torch.randn(2048, 1024)  # 普通内存里的 8 MiB
+landing = torch.empty(batch.shape, device=device)
 if pin:
-    pinned = batch.pin_memory()
-    landing = torch.empty(batch.shape, device=device)
+    timer = d2l_gpu.Timer(device)
+    pinned = batch.pin_memory()  # 第一次锁 8 MiB：要锁住新的内存页
+    print(f"first pin of 8 MiB: {timer.stop() * 1e3:.2f} ms")
+    print(d2l_gpu.benchmark(lambda: batch.pin_memory(), label="later pins (cached blocks)"))
     print(d2l_gpu.compare(
         lambda: landing.copy_(pinned, non_blocking=True),
         lambda: landing.copy_(batch),
-        labels=("a copy from pinned memory", "a copy from ordinary memory"),
+        labels=("a non_blocking copy from pinned memory", "a copy from ordinary memory"),
     ))
-    print(d2l_gpu.benchmark(lambda: batch.pin_memory(), label="pinning 8 MiB"))
 else:
     print(f"{device} is not a CUDA GPU: nothing pinned, no CUDA API called")
 
+staging = torch.empty(batch.shape, pin_memory=pin)  # 一块缓冲区，反复使用
+copied = torch.cuda.Event() if pin else None
+intact = torch.tensor(True, device=device)
+for k in range(8):
+    if copied is not None:
+        copied.synchronize()  # 上一次复制已经执行完
+    staging.fill_(k)  # 这时才重新填充
+    landing.copy_(staging, non_blocking=pin)
+    if copied is not None:
+        copied.record()
+    intact &= (landing == k).all()  # 不等待
+print(f"8 batches through one reused buffer arrived intact: {intact.item()}")
+
 # %% [markdown]
-# 反方向藏着一个竞态：结果取决于两件事谁先完成。用 `non_blocking=True` 复制到主机，
-# 同样只是排进队列，CPU 读结果之前没有任何东西让它等待。
-# 下面的单元格把主机上的缓冲区填成 -1，排入二十次全 1 矩阵的乘法和复制回主机的操作，
-# 然后读最后一个元素：一次立刻读，一次在同步之后读。
-# 在 CUDA GPU 上（Apple 的 MPS 也一样），过早的那次读取应当读到 -1。
-# 竞态也可能碰巧得出正确结果，所以过早的读取即使读对了，也说明不了什么。
+# 复制回主机同样有竞态：`non_blocking=True` 的复制只是排进队列，
+# CPU 读结果之前没有任何东西让它等待。下面的单元格把主机上的缓冲区填成 -1，
+# 排入二十次矩阵乘法和复制回主机的操作，在同步之前和之后各读一次最后一个元素。
+# 在 CUDA GPU 上（Apple 的 MPS 也一样），同步之前那次读取应当读到 -1。
+# 过早的读取即使读对了，也说明不了什么：竞态可能碰巧走运。
 # CPU 上没有队列，也就没有竞态，所以单元格打印 `the early read was right`（读对了）。
 
 # %% tags=["nbval-ignore-output", "key-result"]
@@ -333,9 +348,9 @@ else:
 # ## 本课小结
 #
 # - GPU 按队列工作，Python 不等它就往下执行。
-# - 在 GPU 上，传输比简单运算更耗时；许多次小复制比一次大复制更慢；把数值读回来要等待。
-# - 每步等待一次，去掉的只是步与步之间的提前排队。损失要留在设备上记录；
+# - 在 GPU 上，传输比简单运算更耗时，许多次小复制比一次大复制更慢。
+# - 每步等待一次，去掉的是步与步之间的提前排队；损失要留在设备上记录。
 #   `set_sync_debug_mode` 能找出隐藏的等待。
-# - 锁页有它自己的代价；用 `non_blocking=True` 复制回主机之后，必须先同步再读。
+# - `non_blocking` 的复制有竞态：源缓冲区要等事件完成再重新填充，复制回主机的结果要先同步再读。
 #
 # 下一课：[05 – 神经网络与 GPU](05-neural-networks-and-gpus.ipynb)，把整个模型放到设备上。
