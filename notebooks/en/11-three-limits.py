@@ -12,14 +12,15 @@
 # - the three things that can limit a program on a GPU: compute, memory
 #   bandwidth and overhead;
 # - how to hold a measured rate against its limit, using a table of common
-#   devices, and why a rate above 100 % means the clock did not wait;
+#   devices, and what a rate above 100 % means: a clock that did not wait,
+#   or, for memory, a cache;
 # - how a roofline draws the measured points against both limits at once.
 #   The remedies, one for each limit, follow in [12](12-remedies.ipynb).
 #
 # **What you need**
 #
-# - [09 – Timing a GPU](09-timing-a-gpu.ipynb) for `benchmark` and `compare`;
-#   the examples come from [04 – Asynchrony and transfers](04-asynchrony-and-transfers.ipynb)
+# - [09 – Timing a GPU](09-timing-a-gpu.ipynb) for `benchmark`; the examples
+#   come from [04 – Asynchrony and transfers](04-asynchrony-and-transfers.ipynb)
 #   and [07 – Exercises](07-exercises.ipynb). A GPU is optional: on a CPU
 #   every cell runs, and the text says what a GPU shows.
 
@@ -57,49 +58,69 @@ if d2l_gpu.num_gpus() == 0:
 #   Python, launches and synchronizing while the GPU idles.
 #
 # To tell which holds, turn a time into a *rate* (operations or bytes per
-# second) and hold it against the device's limit. Work near its compute or
-# memory limit gets faster only with less work or cheaper arithmetic; work far
-# below both is probably paying overhead.
+# second) and hold it against the device's limit. Work near a limit gets
+# faster only with less work or faster arithmetic. Work far below both is
+# often paying overhead, or runs kernels too small to fill the GPU, which is
+# then busy with most of its units idle. A host clock cannot tell the two
+# apart; the GPU column of [10](10-profiler-and-meta.ipynb)'s profiler can.
+# Kernels whose GPU time adds up to nearly the whole step kept the GPU busy;
+# if they add up to much less, the GPU waited for the host.
 #
 # ## The limits of common devices
 #
-# | device (name PyTorch reports) | float32 TFLOP/s | TF32 TFLOP/s | bfloat16 TFLOP/s | memory GB/s | host link GB/s |
+# | device (name PyTorch reports) | float32 TFLOP/s | TF32 TFLOP/s | float16 / bfloat16 TFLOP/s | memory GB/s | host link GB/s |
 # | --- | --- | --- | --- | --- | --- |
 # | H200 SXM (`NVIDIA H200`) | 67 | 495 | 989 | 4,800 | 63 (PCIe 5.0 x16) |
+# | H200 NVL (`NVIDIA H200 NVL`) | 60 | 418 | 835 | 4,800 | 63 (PCIe 5.0 x16) |
 # | H100 SXM (`NVIDIA H100 80GB HBM3`) | 67 | 495 | 989 | 3,350 | 63 (PCIe 5.0 x16) |
+# | H100 NVL (`NVIDIA H100 NVL`) | 60 | 418 | 835 | 3,900 | 63 (PCIe 5.0 x16) |
+# | H100 PCIe (`NVIDIA H100 PCIe`) | 51 | 378 | 756 | 2,000 | 63 (PCIe 5.0 x16) |
 # | A100 SXM4 80 GB (`NVIDIA A100-SXM4-80GB`) | 19.5 | 156 | 312 | 2,039 | 31.5 (PCIe 4.0 x16) |
+# | A100 SXM4 40 GB, Colab's A100 (`NVIDIA A100-SXM4-40GB`) | 19.5 | 156 | 312 | 1,555 | 31.5 (PCIe 4.0 x16) |
 # | L4 (`NVIDIA L4`) | 30.3 | 60 | 121 | 300 | 31.5 (PCIe 4.0 x16) |
-# | T4 (`Tesla T4`) | 8.1 | none | none | 320 | 15.8 (PCIe 3.0 x16) |
+# | T4 (`Tesla T4`) | 8.1 | none | 65 / none | 320 | 15.8 (PCIe 3.0 x16) |
 # | Apple M2, 10-core GPU (`Apple M2`) | 3.6 | none | none | 100 (shared) | none: one memory |
 # | a CPU (an estimate) | threads × 3 GHz × 32 or 64 | none | none | about 50 | none |
 #
-# The GPU figures are the makers' own: NVIDIA's datasheets, and Apple's figures
-# for the M2 at its launch. NVIDIA prints tensor-core figures twice, the larger
-# one for "2:4 sparse" matrices that a plain product never has; the table gives
-# the dense figures, half the sparse ones. The T4 has no TF32 or bfloat16 units,
-# and Apple gives no separate figure for them. The host link is the card's PCIe
-# slot, one way; a host with an older slot gives less. Memory rates count bytes
-# read plus bytes written.
+# The GPU figures are the makers' own: NVIDIA's datasheets for the H200, H100,
+# A100, L4 and T4, per GPU, and Apple's figures for the M2 at its launch.
+# NVIDIA prints tensor-core figures twice, the larger one for "2:4 sparse"
+# matrices that a plain product never has; the table gives the dense figures,
+# half the sparse ones. float16 and bfloat16 share a figure, but the T4's
+# tensor cores take float16 only, and it has no TF32. Apple gives no figure
+# for either; an M2 with the 8-core GPU reports the same name and has 8/10 of
+# the figure. The host link is the card's PCIe slot, one way; a host with an
+# older slot gives less. Memory rates count bytes read plus bytes written.
+#
+# No program reaches a datasheet peak. Measured at their best, large products
+# reach about 80 % of it on an A100 or H100, so 70 % is already good work.
 #
 # A CPU has no such sheet here, so the last row is an **estimate**, said to be
 # one: each thread at about 3 GHz doing 32 float32 operations per cycle (two
 # fused multiply-adds on 8 numbers, AVX2), or 64 with AVX-512; memory about
-# 50 GB/s, two channels of DDR4-3200 as in many laptops. A rate above a
-# datasheet figure is a mis-measurement; a rate above the estimate only means
-# this machine beats the estimate, or the data sat in a cache.
+# 50 GB/s, two channels of DDR4-3200 as in many laptops. A rate above the
+# estimate only means this machine beats it, or the data sat in a cache. A
+# rate above a datasheet figure is a mis-measurement: for operations, a clock
+# that did not wait. For memory it can also be a cache: recent GPUs keep tens
+# of megabytes in their L2 cache, which serves data faster than the memory
+# can, so this lesson moves 256 MiB on a GPU.
 
 # %% tags=["nbval-ignore-output"]
 import subprocess
 import time
 
-# float32, TF32 and bfloat16 in dense TFLOP/s; memory and link in GB/s; None: no figure
+# the table's float32 (TFLOP/s), memory and host link (GB/s) columns; None: no link
 LIMITS = {
-    "NVIDIA H200": dict(float32=67, tf32=495, bfloat16=989, memory=4800, link=63),
-    "NVIDIA H100 80GB HBM3": dict(float32=67, tf32=495, bfloat16=989, memory=3350, link=63),
-    "NVIDIA A100-SXM4-80GB": dict(float32=19.5, tf32=156, bfloat16=312, memory=2039, link=31.5),
-    "NVIDIA L4": dict(float32=30.3, tf32=60, bfloat16=121, memory=300, link=31.5),
-    "Tesla T4": dict(float32=8.1, tf32=None, bfloat16=None, memory=320, link=15.8),
-    "Apple M2": dict(float32=3.6, tf32=None, bfloat16=None, memory=100, link=None),
+    "NVIDIA H200": dict(float32=67, memory=4800, link=63),
+    "NVIDIA H200 NVL": dict(float32=60, memory=4800, link=63),
+    "NVIDIA H100 80GB HBM3": dict(float32=67, memory=3350, link=63),
+    "NVIDIA H100 NVL": dict(float32=60, memory=3900, link=63),
+    "NVIDIA H100 PCIe": dict(float32=51, memory=2000, link=63),
+    "NVIDIA A100-SXM4-80GB": dict(float32=19.5, memory=2039, link=31.5),
+    "NVIDIA A100-SXM4-40GB": dict(float32=19.5, memory=1555, link=31.5),
+    "NVIDIA L4": dict(float32=30.3, memory=300, link=31.5),
+    "Tesla T4": dict(float32=8.1, memory=320, link=15.8),
+    "Apple M2": dict(float32=3.6, memory=100, link=None),
 }
 
 device = d2l_gpu.try_gpu()
@@ -115,13 +136,15 @@ if name in LIMITS:
 elif device.type == "cpu":
     per_cycle = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
     float32 = torch.get_num_threads() * 3e9 * per_cycle / 1e12
-    limits = dict(float32=float32, tf32=None, bfloat16=None, memory=50, link=None)
-    source = "estimate"
+    limits, source = dict(float32=float32, memory=50, link=None), "estimate"
 else:
-    limits, source = {}, "not in the table"
-units = dict(float32="TFLOP/s", tf32="TFLOP/s", bfloat16="TFLOP/s", memory="GB/s", link="GB/s")
+    limits, source = {}, None
+units = dict(float32="TFLOP/s", memory="GB/s", link="GB/s")
 known = ", ".join(f"{k} {v:.4g} {units[k]}" for k, v in limits.items() if v is not None)
-print(f"{name} ({device}), limits from the {source}: {known or 'none'}")
+if source:
+    print(f"{name} ({device}), limits from the {source}: {known}")
+else:
+    print(f"{name} ({device}) is not in the table: no limits known, so no roof to draw")
 
 
 def against_limit(what, rate, unit, kind):
@@ -132,10 +155,12 @@ def against_limit(what, rate, unit, kind):
         return
     share = f"{100 * rate / limit:.1f} % of {limit:.4g} ({kind}, {source})"
     line = f"{what}: {rate:.3g} {unit} = {share}"
-    if rate > limit and source == "datasheet":
-        line += "\n  above 100 %: a mis-measurement, the clock did not wait for the device"
-    elif rate > limit:
+    if rate > limit and source == "estimate":
         line += "\n  above the estimate: this machine beats it, or the data sat in a cache"
+    elif rate > limit and kind == "memory":
+        line += "\n  above 100 %: the data sat in a cache, or the clock did not wait for the device"
+    elif rate > limit:
+        line += "\n  above 100 %: a mis-measurement, the clock did not wait for the device"
     print(line)
 
 
@@ -144,11 +169,11 @@ def against_limit(what, rate, unit, kind):
 #
 # A product of two n x n matrices takes about 2n³ floating-point operations.
 # The cell times one with `benchmark` and prints its rate against the float32
-# limit. Then it makes the mistake readers often publish: it times ten
-# products with a plain clock that does not wait for the device. On a GPU that
-# clock measures only the launches, and the "rate" comes out far above 100 %
-# of the datasheet, which no device can do; the line says so. On a CPU the work
-# happens inside each call, so the two rates are close.
+# limit. Then it makes a mistake often published: it times ten products with
+# a plain clock that does not wait for the device. On a GPU that clock
+# measures only the launches, and the "rate" comes out far above 100 % of the
+# datasheet; the line says so. On a CPU the work happens inside each call, so
+# the two rates are close.
 #
 # No GPU has run this cell yet, nor any CUDA branch of this lesson.
 
@@ -179,12 +204,10 @@ against_limit("same, clock not waiting", flop / hasty / 1e12, "TFLOP/s", "float3
 # ## Memory bandwidth, and overhead
 #
 # A copy and `x * 2` each read every byte once and write it once. On a large
-# tensor both should run at a similar rate, some fair fraction of the memory
+# tensor both should run at a similar rate, a fair fraction of the memory
 # limit: the multiplication costs nothing next to moving the data. The same
-# `x * 2` on a 1 KiB tensor is a different story: the data moves in no time,
-# so the call is all overhead (Python, PyTorch's dispatcher, on a GPU a kernel
-# launch), and its rate falls far below the large tensor's. On a GPU, whose
-# launch costs several microseconds, it reaches a tiny fraction of the limit.
+# `x * 2` on 1 KiB is all overhead (Python, PyTorch's dispatcher, on a GPU a
+# kernel launch of several microseconds), and its rate falls far below.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 big = torch.randn((8 if device.type == "cpu" else 64) * 2**20, device=device)  # 32 or 256 MiB
@@ -261,14 +284,17 @@ if limits.get("float32") and limits.get("memory"):
     intensity = torch.logspace(-2, 4, 200)
     roof = torch.clamp(intensity * limits["memory"] * 1e9, max=limits["float32"] * 1e12)
     ax.loglog(intensity, roof / 1e9, "k-", label=f"float32 roof ({source})")
+    ax.set_title(f"{name} ({device})")
+else:  # a device not in the table still gets its points
+    ax.set_title(f"{name} ({device}): not in the table, no datasheet roof")
 for what, (per_byte, rate) in measured.items():
     ax.loglog(per_byte, rate / 1e9, "o", label=what)
 hasty_point = (product_per_byte, flop / hasty / 1e9)
-ax.loglog(*hasty_point, "rx", markersize=10, label="large product, clock not waiting")
+label = "large product, clock not waiting"
+ax.loglog(*hasty_point, "kx", markersize=10, zorder=1, label=label)  # drawn under the dots
 if source == "datasheet" and flop / hasty > limits["float32"] * 1e12:
     note = "above the roof: a mis-measurement"
     ax.annotate(note, hasty_point, xytext=(-190, -4), textcoords="offset points")
-ax.set_title(f"{name} ({device})")
 ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
 ax.set_ylabel("rate (GFLOP/s)")
 ax.legend(fontsize="x-small")
@@ -277,9 +303,10 @@ plt.close(fig)
 
 # %% [markdown]
 # Points near the slope are bandwidth-bound, points near the roof
-# compute-bound, points far below both (the tiny `x * 2`, the 64 small products)
-# overhead-bound. On a CPU the hasty cross sits by the careful point; on a
-# GPU it lands above the roof, where no real rate can be.
+# compute-bound, points far below both (the tiny `x * 2`, the 64 small
+# products) overhead-bound, or on a GPU too small to fill it. On a CPU the
+# hasty cross sits by the careful point; on a GPU it lands far above it, and
+# above the roof where the table gives one, where no real rate can be.
 
 # %% [markdown]
 # ## What this lesson showed
@@ -287,8 +314,9 @@ plt.close(fig)
 # - Work is limited by compute (large products), memory bandwidth (`x * 2`)
 #   or overhead (small copies and products, a sync per step).
 # - A rate held against its limit says which: the table gives dense datasheet
-#   peaks for common GPUs and an estimate, said to be one, for a CPU. A rate
-#   above a datasheet's 100 % means the clock did not wait.
+#   peaks for common GPUs and an estimate, said to be one, for a CPU. About
+#   80 % is the practical ceiling. A rate above 100 % means the clock did not
+#   wait or, for memory, that a cache served the data.
 # - A roofline places each measured point against both limits at once.
 #
 # Next: [12 – Remedies](12-remedies.ipynb), one for each limit, each measured.

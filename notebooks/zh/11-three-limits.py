@@ -11,12 +11,12 @@
 #
 # - GPU 上的程序会受哪三种瓶颈制约：算力、显存带宽和开销；
 # - 怎样对照一张常见设备的上限表，把测得的速率换算成上限的百分比，
-#   以及为什么超过 100% 的速率说明读时钟之前没有等设备做完；
+#   以及超过 100% 的速率说明什么：读时钟之前没有等设备做完，对显存带宽而言也可能是缓存；
 # - 怎样用屋顶线图把测得的点同时和两种上限对照。每种瓶颈的对策见 [12](12-remedies.ipynb)。
 #
 # **你需要**
 #
-# - 先读过 [09 – 给 GPU 计时](09-timing-a-gpu.ipynb)，了解 `benchmark` 和 `compare`；
+# - 先读过 [09 – 给 GPU 计时](09-timing-a-gpu.ipynb)，了解 `benchmark`；
 #   例子来自 [04 – 异步与传输](04-asynchrony-and-transfers.ipynb)
 #   和 [07 – 练习](07-exercises.ipynb)。GPU 不是必需的：在 CPU 上每个单元格都能运行，
 #   文字会说明 GPU 上会看到什么。
@@ -54,44 +54,60 @@ if d2l_gpu.num_gpus() == 0:
 #   时间都花在 Python、启动核函数和同步上，GPU 则闲着。
 #
 # 要判断是哪一种，就把时间换算成*速率*（每秒多少次运算或多少字节），
-# 再拿它和设备在这一项上的上限相比。接近算力上限或带宽上限的工作，
-# 只有少做一些、或者换用开销更小的运算（如更低的精度），才能更快；远低于两个上限的工作，时间多半耗在开销上。
+# 再拿它和设备在这一项上的上限相比。接近某个上限的工作，只有少做一些、或者换用更快的运算，才能更快。
+# 远低于两个上限的工作，时间往往耗在开销上；也可能是核函数太小，填不满 GPU，这时 GPU 在忙，
+# 但大部分运算单元闲着。主机上的时钟分不清这两种情况，[10](10-profiler-and-meta.ipynb) 里性能分析器的 GPU 一列却可以：
+# 核函数的 GPU 时间加起来接近整步的时间，说明 GPU 一直在忙；远远少于整步的时间，说明 GPU 在等主机。
 #
 # ## 常见设备的上限
 #
-# | 设备（PyTorch 报告的名字） | float32 TFLOP/s | TF32 TFLOP/s | bfloat16 TFLOP/s | 显存/内存带宽 GB/s | 主机链路 GB/s |
+# | 设备（PyTorch 报告的名字） | float32 TFLOP/s | TF32 TFLOP/s | float16 / bfloat16 TFLOP/s | 显存/内存带宽 GB/s | 主机链路 GB/s |
 # | --- | --- | --- | --- | --- | --- |
 # | H200 SXM（`NVIDIA H200`） | 67 | 495 | 989 | 4,800 | 63（PCIe 5.0 ×16） |
+# | H200 NVL（`NVIDIA H200 NVL`） | 60 | 418 | 835 | 4,800 | 63（PCIe 5.0 ×16） |
 # | H100 SXM（`NVIDIA H100 80GB HBM3`） | 67 | 495 | 989 | 3,350 | 63（PCIe 5.0 ×16） |
+# | H100 NVL（`NVIDIA H100 NVL`） | 60 | 418 | 835 | 3,900 | 63（PCIe 5.0 ×16） |
+# | H100 PCIe（`NVIDIA H100 PCIe`） | 51 | 378 | 756 | 2,000 | 63（PCIe 5.0 ×16） |
 # | A100 SXM4 80 GB（`NVIDIA A100-SXM4-80GB`） | 19.5 | 156 | 312 | 2,039 | 31.5（PCIe 4.0 ×16） |
+# | A100 SXM4 40 GB，即 Colab 的 A100（`NVIDIA A100-SXM4-40GB`） | 19.5 | 156 | 312 | 1,555 | 31.5（PCIe 4.0 ×16） |
 # | L4（`NVIDIA L4`） | 30.3 | 60 | 121 | 300 | 31.5（PCIe 4.0 ×16） |
-# | T4（`Tesla T4`） | 8.1 | 无 | 无 | 320 | 15.8（PCIe 3.0 ×16） |
+# | T4（`Tesla T4`） | 8.1 | 无 | 65 / 无 | 320 | 15.8（PCIe 3.0 ×16） |
 # | Apple M2，GPU 有 10 个核心（`Apple M2`） | 3.6 | 无 | 无 | 100（与 CPU 共用） | 无（统一内存） |
 # | CPU（估计值） | 线程数 × 3 GHz × 32 或 64 | 无 | 无 | 约 50 | 无 |
 #
-# GPU 的数字都来自厂商自己：NVIDIA 的数据手册，以及 Apple 发布 M2 时给出的数字。
-# NVIDIA 对张量核心给出两组数字，较大的一组针对“2:4 稀疏”矩阵，普通的矩阵乘法用不上；
-# 表里给的是稠密数字，即稀疏数字的一半。T4 没有 TF32 和 bfloat16 运算单元，
-# Apple 也没有单独给出这两项。主机链路指显卡所插的 PCIe 插槽，按单向计；
-# 插槽较旧的主机会更慢。显存/内存带宽把读的字节和写的字节都算在内。
+# GPU 的数字都来自厂商自己：NVIDIA 的 H200、H100、A100、L4 和 T4 数据手册（按单块 GPU 计），
+# 以及 Apple 发布 M2 时给出的数字。NVIDIA 对张量核心给出两组数字，较大的一组针对“2:4 稀疏”矩阵，
+# 普通的矩阵乘法用不上；表里给的是稠密数字，即稀疏数字的一半。float16 和 bfloat16 的数字相同，
+# 但 T4 的张量核心只支持 float16，它也没有 TF32。Apple 没有给出这两项；
+# GPU 只有 8 个核心的 M2 报告的名字相同，算力是表中数字的 8/10。
+# 主机链路指显卡所插的 PCIe 插槽，按单向计；插槽较旧的主机会更慢。显存/内存带宽把读的字节和写的字节都算在内。
+#
+# 没有哪个程序能达到数据手册上的峰值。在 A100 或 H100 上，大的矩阵乘法实测最好也只能达到峰值的 80% 左右，
+# 所以达到 70% 就已经很好了。
 #
 # CPU 在这里没有数据手册可查，所以最后一行是明确标出的**估计值**：
-# 每个线程按约 3 GHz、每个时钟周期 32 次 float32 运算计（AVX2：8 个数上的两次乘加），
+# 每个线程按约 3 GHz、每个时钟周期 32 次 float32 运算计（AVX2：两条融合乘加指令，各处理 8 个数），
 # 有 AVX-512 时按 64 次；内存按约 50 GB/s 计，相当于许多笔记本电脑上的双通道 DDR4-3200。
-# 超过数据手册数字的速率是测量错误；超过估计值只说明这台机器比估计的快，或者数据留在了缓存里。
+# 超过估计值只说明这台机器比估计的快，或者数据留在了缓存里。超过数据手册数字的速率是测量错误：
+# 对运算次数来说，是读时钟之前没有等设备做完。对显存带宽来说，还可能是缓存：
+# 较新的 GPU 有几十 MB 的 L2 缓存，供数据比显存快，所以本课在 GPU 上搬运 256 MiB。
 
 # %% tags=["nbval-ignore-output"]
 import subprocess
 import time
 
-# float32、TF32、bfloat16 为稠密峰值（TFLOP/s），显存（内存）带宽与主机链路为 GB/s；None 表示没有数字
+# 表中 float32（TFLOP/s）、显存（内存）带宽和主机链路（GB/s）三列；None 表示没有主机链路
 LIMITS = {
-    "NVIDIA H200": dict(float32=67, tf32=495, bfloat16=989, memory=4800, link=63),
-    "NVIDIA H100 80GB HBM3": dict(float32=67, tf32=495, bfloat16=989, memory=3350, link=63),
-    "NVIDIA A100-SXM4-80GB": dict(float32=19.5, tf32=156, bfloat16=312, memory=2039, link=31.5),
-    "NVIDIA L4": dict(float32=30.3, tf32=60, bfloat16=121, memory=300, link=31.5),
-    "Tesla T4": dict(float32=8.1, tf32=None, bfloat16=None, memory=320, link=15.8),
-    "Apple M2": dict(float32=3.6, tf32=None, bfloat16=None, memory=100, link=None),
+    "NVIDIA H200": dict(float32=67, memory=4800, link=63),
+    "NVIDIA H200 NVL": dict(float32=60, memory=4800, link=63),
+    "NVIDIA H100 80GB HBM3": dict(float32=67, memory=3350, link=63),
+    "NVIDIA H100 NVL": dict(float32=60, memory=3900, link=63),
+    "NVIDIA H100 PCIe": dict(float32=51, memory=2000, link=63),
+    "NVIDIA A100-SXM4-80GB": dict(float32=19.5, memory=2039, link=31.5),
+    "NVIDIA A100-SXM4-40GB": dict(float32=19.5, memory=1555, link=31.5),
+    "NVIDIA L4": dict(float32=30.3, memory=300, link=31.5),
+    "Tesla T4": dict(float32=8.1, memory=320, link=15.8),
+    "Apple M2": dict(float32=3.6, memory=100, link=None),
 }
 
 device = d2l_gpu.try_gpu()
@@ -107,13 +123,15 @@ if name in LIMITS:
 elif device.type == "cpu":
     per_cycle = 64 if "AVX512" in torch.backends.cpu.get_cpu_capability() else 32
     float32 = torch.get_num_threads() * 3e9 * per_cycle / 1e12
-    limits = dict(float32=float32, tf32=None, bfloat16=None, memory=50, link=None)
-    source = "estimate"
+    limits, source = dict(float32=float32, memory=50, link=None), "estimate"
 else:
-    limits, source = {}, "not in the table"
-units = dict(float32="TFLOP/s", tf32="TFLOP/s", bfloat16="TFLOP/s", memory="GB/s", link="GB/s")
+    limits, source = {}, None
+units = dict(float32="TFLOP/s", memory="GB/s", link="GB/s")
 known = ", ".join(f"{k} {v:.4g} {units[k]}" for k, v in limits.items() if v is not None)
-print(f"{name} ({device}), limits from the {source}: {known or 'none'}")
+if source:
+    print(f"{name} ({device}), limits from the {source}: {known}")
+else:
+    print(f"{name} ({device}) is not in the table: no limits known, so no roof to draw")
 
 
 def against_limit(what, rate, unit, kind):
@@ -124,10 +142,12 @@ def against_limit(what, rate, unit, kind):
         return
     share = f"{100 * rate / limit:.1f} % of {limit:.4g} ({kind}, {source})"
     line = f"{what}: {rate:.3g} {unit} = {share}"
-    if rate > limit and source == "datasheet":
-        line += "\n  above 100 %: a mis-measurement, the clock did not wait for the device"
-    elif rate > limit:
+    if rate > limit and source == "estimate":
         line += "\n  above the estimate: this machine beats it, or the data sat in a cache"
+    elif rate > limit and kind == "memory":
+        line += "\n  above 100 %: the data sat in a cache, or the clock did not wait for the device"
+    elif rate > limit:
+        line += "\n  above 100 %: a mis-measurement, the clock did not wait for the device"
     print(line)
 
 
@@ -137,8 +157,8 @@ def against_limit(what, rate, unit, kind):
 # 两个 n × n 矩阵相乘，大约要做 2n³ 次浮点运算。
 # 下面的单元格用 `benchmark` 给它计时，并打印它的速率占 float32 上限的百分比。
 # 接着它故意犯一个在网上文章里很常见的错误：不等设备做完就读普通时钟，以此给十次乘法计时。
-# 在 GPU 上，这个时钟只量到了启动，算出的“速率”远远超过数据手册的 100%，
-# 这是任何设备都做不到的，打印的那一行会指出这一点。在 CPU 上，计算在每次调用之内完成，两个速率很接近。
+# 在 GPU 上，这个时钟只量到了启动，算出的“速率”远远超过数据手册的 100%，打印的那一行会指出这一点。
+# 在 CPU 上，计算在每次调用之内完成，两个速率很接近。
 #
 # 这个单元格和本课所有 CUDA 分支都还没有在 GPU 上运行过。
 
@@ -170,9 +190,8 @@ against_limit("same, clock not waiting", flop / hasty / 1e12, "TFLOP/s", "float3
 #
 # 复制和 `x * 2` 都把每个字节读一次、写一次。张量很大时，两者的速率应当相近，
 # 都能达到带宽上限的相当一部分：与搬运数据相比，乘法几乎不花时间。
-# 同样的 `x * 2` 换到 1 KiB 的张量上就不一样了：数据一下子就搬完，
-# 这次调用的时间全是开销（Python、PyTorch 的分发器，在 GPU 上还有启动核函数），
-# 速率远远低于大张量。在 GPU 上，启动一次核函数要花几微秒，它的速率只占上限的极小一部分。
+# 同样的 `x * 2` 换到 1 KiB 上，时间就全是开销（Python、PyTorch 的分发器，
+# 在 GPU 上还有一次要花几微秒的核函数启动），速率远远低于大张量。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 big = torch.randn((8 if device.type == "cpu" else 64) * 2**20, device=device)  # 32 或 256 MiB
@@ -227,8 +246,8 @@ stack_flop = 64 * 2 * 64**3  # 64 次 64 × 64 的矩阵乘法
 against_limit("64 small products", stack_flop / small.median / 1e12, "TFLOP/s", "float32")
 
 # %% [markdown]
-# *屋顶线图*（roofline）把两种上限画在同一张图上：横轴是每搬运一字节所做的运算次数，
-# 纵轴是速率；左边的斜线是带宽上限，右边的平顶是算力上限。
+# *屋顶线图*（roofline）把两种上限画在同一张图上：横轴是*算术强度*（arithmetic intensity），
+# 即每搬运一字节所做的运算次数，纵轴是速率；左边的斜线是带宽上限，右边的平顶是算力上限。
 # 看每个点落在屋顶下的什么位置、离屋顶有多远。
 
 # %% tags=["nbval-ignore-output"]
@@ -246,14 +265,17 @@ if limits.get("float32") and limits.get("memory"):
     intensity = torch.logspace(-2, 4, 200)
     roof = torch.clamp(intensity * limits["memory"] * 1e9, max=limits["float32"] * 1e12)
     ax.loglog(intensity, roof / 1e9, "k-", label=f"float32 roof ({source})")
+    ax.set_title(f"{name} ({device})")
+else:  # 不在表里的设备，也画出它的点
+    ax.set_title(f"{name} ({device}): not in the table, no datasheet roof")
 for what, (per_byte, rate) in measured.items():
     ax.loglog(per_byte, rate / 1e9, "o", label=what)
 hasty_point = (product_per_byte, flop / hasty / 1e9)
-ax.loglog(*hasty_point, "rx", markersize=10, label="large product, clock not waiting")
+label = "large product, clock not waiting"
+ax.loglog(*hasty_point, "kx", markersize=10, zorder=1, label=label)  # 画在圆点下面
 if source == "datasheet" and flop / hasty > limits["float32"] * 1e12:
     note = "above the roof: a mis-measurement"
     ax.annotate(note, hasty_point, xytext=(-190, -4), textcoords="offset points")
-ax.set_title(f"{name} ({device})")
 ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
 ax.set_ylabel("rate (GFLOP/s)")
 ax.legend(fontsize="x-small")
@@ -261,16 +283,18 @@ plt.show()
 plt.close(fig)
 
 # %% [markdown]
-# 靠近斜线的点属于带宽受限，靠近平顶的点属于计算受限；远低于两者的点
-# （1 KiB 的 `x * 2`、64 次小矩阵乘法）则受开销拖累。不等设备就读时钟得到的叉号，
-# 在 CPU 上紧挨着 `benchmark` 测得的点；在 GPU 上却高出屋顶，而真实的速率不可能超过屋顶。
+# 靠近斜线的点是带宽受限的，靠近平顶的点是计算受限的；远低于两者的点
+# （1 KiB 的 `x * 2`、64 次小矩阵乘法）受开销拖累，在 GPU 上也可能是工作太小、填不满 GPU。
+# 不等设备就读时钟得到的叉号，在 CPU 上紧挨着 `benchmark` 测得的点；在 GPU 上则远远高出这个点，
+# 只要表里有这块 GPU，它还会高出屋顶，而真实的速率不可能超过屋顶。
 
 # %% [markdown]
 # ## 本课小结
 #
 # - 工作受算力（大的矩阵乘法）、显存带宽（`x * 2`）或开销（小块复制和小矩阵乘法、每一步同步一次）限制。
 # - 把速率和上限相比，就能看出是哪一种：表中给出常见 GPU 数据手册上的稠密峰值，
-#   CPU 一行是注明的估计值。超过数据手册 100% 的速率，说明读时钟之前没有等设备做完。
+#   CPU 一行是注明的估计值。实际能达到的上限约为峰值的 80%。超过 100% 的速率说明读时钟之前没有等设备做完，
+#   对显存带宽而言，也可能是缓存提供了数据。
 # - 屋顶线图把每个测得的点同时和两种上限对照。
 #
 # 下一课：[12 – 对策](12-remedies.ipynb)，每种瓶颈各一个对策，都经过实测。
