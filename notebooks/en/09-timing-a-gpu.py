@@ -51,8 +51,10 @@ if d2l_gpu.num_gpus() == 0:
 # names but waits for the device before every reading.
 #
 # The cell times ten products both ways, five times over. Ten products before
-# any clock starts are a *warm-up*: the first calls of a kernel pay for choosing
-# an algorithm and setting up memory, which later calls do not.
+# any clock starts are a *warm-up*: the first calls pay one-off costs that later
+# calls do not. For a product on a CUDA GPU these are setting up the cuBLAS
+# library (its handle and working memory) and loading the kernel's code onto
+# the card, the lazy loading of [08](08-gpu-memory.ipynb).
 
 # %% tags=["nbval-ignore-output"]
 import time
@@ -131,11 +133,17 @@ plt.close(fig)
 product = d2l_gpu.benchmark(lambda: torch.matmul(a, a, out=c), device=device, label="x @ x")
 print(product)
 print(f"middle half of the blocks: {product.q1 * 1e3:.3f} to {product.q3 * 1e3:.3f} ms per call")
-print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e3:.3f} ms per call")
+blocks = product.times
+print(
+    f"{len(blocks)} blocks: mean {sum(blocks) / len(blocks) * 1e3:.3f} ms per call,"
+    f" the slowest {max(blocks) * 1e3:.3f} ms"
+)
 
 # %% [markdown]
-# The slowest block shows why the lessons report a median: a mean would move
-# with it, the median does not.
+# The mean of the blocks is printed beside the median. One block several times
+# slower than the rest (another program taking the CPU, Python pausing to
+# collect garbage) would drag the mean with it and hardly move the median:
+# that is why the lessons report a median.
 #
 # ## CUDA events: the GPU's own timeline
 #
@@ -263,6 +271,12 @@ for first, second, labels in (
 # %% [markdown]
 # The middle half is what decides "clearly": one lucky round cannot produce a
 # verdict, and one unlucky round cannot spoil one.
+#
+# Four times the data can take more than four times as long. A CPU keeps
+# recently used data in its cache: 16 MiB read and 16 MiB written may partly
+# stay there between calls, 64 MiB cannot. A large GPU has such a cache too
+# (50 MB of L2 on an H100), so a rate measured on data that fit in it can beat
+# the datasheet's memory bandwidth.
 
 # %% [markdown]
 # ## What this lesson showed

@@ -51,8 +51,9 @@ if d2l_gpu.num_gpus() == 0:
 # `d2l_gpu.Timer` 保留原书的方法名，但每次读数之前都先等设备做完。
 #
 # 下面的单元格用两种方式给十次矩阵乘法计时，每种方式各测五次。开始计时之前先做的
-# 十次乘法是*预热*：一个核函数的头几次调用要挑选算法、准备内存，后面的调用就不必
-# 再付这些代价。
+# 十次乘法是*预热*：头几次调用要付一次性的代价，后面的调用就不必再付。在 CUDA GPU 上
+# 做矩阵乘法时，这些代价是初始化 cuBLAS 库（它的句柄和工作内存），以及把核函数的代码
+# 装到卡上，即 [08](08-gpu-memory.ipynb) 讲的惰性加载。
 
 # %% tags=["nbval-ignore-output"]
 import time
@@ -108,7 +109,8 @@ plt.close(fig)
 
 # %% [markdown]
 # 如果两组读数重叠（在 CPU 上就是这样），说明每次乘法在调用返回之前就已算完。
-# 如果第一组远远低于第二组（在 GPU 上就是这样），说明 Python 只是把工作排进了队列：
+# 如果左边一组（`does not wait`）远远低于右边一组（`waits`）（在 GPU 上就是这样），
+# 说明 Python 只是把工作排进了队列：
 # 不等设备就读时钟，量到的只是启动。
 #
 # ## `benchmark()`：预热、分块、中位数与离散程度
@@ -127,10 +129,16 @@ plt.close(fig)
 product = d2l_gpu.benchmark(lambda: torch.matmul(a, a, out=c), device=device, label="x @ x")
 print(product)
 print(f"middle half of the blocks: {product.q1 * 1e3:.3f} to {product.q3 * 1e3:.3f} ms per call")
-print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e3:.3f} ms per call")
+blocks = product.times
+print(
+    f"{len(blocks)} blocks: mean {sum(blocks) / len(blocks) * 1e3:.3f} ms per call,"
+    f" the slowest {max(blocks) * 1e3:.3f} ms"
+)
 
 # %% [markdown]
-# 最慢的那一块说明了各课为什么报告中位数：平均值会被它拉高，中位数不会。
+# 中位数旁边打印了各块的平均值。如果有一块比其余的慢好几倍（别的程序占着 CPU，
+# 或者 Python 停下来回收垃圾），平均值会被它拉高，中位数却几乎不动：
+# 这就是各课报告中位数的原因。
 #
 # ## CUDA 事件：GPU 自己的时间线
 #
@@ -148,7 +156,7 @@ print(f"{len(product.times)} blocks, the slowest {max(product.times) * 1e3:.3f} 
 #   这时事件量到的是这些核函数一个接一个、中间没有空隙地运行的时间，要短得多。
 #
 # 像第一行那样围绕大的矩阵乘法计时，事件与同步后读取的主机时钟几乎一致，
-# 因为 GPU 一直有活干。这个单元格还没有在 GPU 上运行过。
+# 因为 GPU 始终没有空闲。这个单元格还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output", "key-result"]
 if device.type == "cuda":
@@ -253,6 +261,10 @@ for first, second, labels in (
 
 # %% [markdown]
 # 决定“明显”的是中间一半：单独一轮运气好，得不出结论；单独一轮运气差，也推不翻结论。
+#
+# 数据多四倍，耗时可能不止四倍。CPU 会把最近用过的数据留在缓存里：读 16 MiB、写 16 MiB，
+# 两次调用之间可能有一部分还留在缓存中，64 MiB 就留不住了。大的 GPU 也有这样的缓存
+# （H100 的 L2 缓存有 50 MB），所以在能放进缓存的数据上测得的速率，可能超过数据手册给出的显存带宽。
 
 # %% [markdown]
 # ## 本课小结
