@@ -29,11 +29,13 @@ _NO_GPU = (
     "no GPU found: every notebook still runs on the CPU; for GPU timings use "
     "Colab (Runtime > Change runtime type > GPU) or a machine with CUDA or MPS"
 )
+_TAGS = {True: "OK", False: "FAIL", None: "INFO"}
 _HIDING = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")  # "" or -1: GPUs hidden on purpose
 
 
-def check_lines(packages: dict[str, str] | None = None) -> list[tuple[bool, str]]:
-    """Each requirement as (passed, description). (An older torch stops the import.)"""
+def check_lines(packages: dict[str, str] | None = None) -> list[tuple[bool | None, str]]:
+    """Each requirement as (passed, description), passed None for a note. (An older torch
+    stops the import.)"""
     lines = [(True, f"torch {torch.__version__}")]
     for name, why in (packages if packages is not None else _NOTEBOOK_PACKAGES).items():
         try:
@@ -42,7 +44,11 @@ def check_lines(packages: dict[str, str] | None = None) -> list[tuple[bool, str]
             fix = "pip install 'd2l-gpu[notebooks]'"
             lines.append((False, f"{name} is missing (needed for {why}): {fix}"))
     hidden = any(os.environ.get(v, "unset").strip() in ("", "-1") for v in _HIDING)
-    listed = [] if num_gpus() or hidden else listed_gpus()
+    try:
+        listed = [] if num_gpus() or hidden else listed_gpus()
+    except TimeoutError as hung:
+        listed = []
+        lines.append((None, f"{hung}: whether it lists a GPU torch cannot see is unknown"))
     if listed:  # the machine has a GPU, and nobody hid it from torch on purpose
         lines.append((False, (
             f"nvidia-smi lists {'; '.join(listed)}, but torch {torch.__version__} (built for "
@@ -55,10 +61,10 @@ def check_lines(packages: dict[str, str] | None = None) -> list[tuple[bool, str]
 def _check(args: argparse.Namespace) -> int:
     lines = check_lines({} if args.core else None)
     for ok, text in lines:
-        print(f"[{'OK' if ok else 'FAIL'}] {text}")
+        print(f"[{_TAGS[ok]}] {text}")
     n = num_gpus()
     print(f"[INFO] {f'{n} {accelerator_type()} device(s) found' if n else _NO_GPU}")
-    return 0 if all(ok for ok, _ in lines) else 1
+    return 1 if any(ok is False for ok, _ in lines) else 0
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -86,10 +92,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     try:
+        if sys.stdout is None:  # started with its output closed (`>&-`)
+            raise OSError("standard output is closed")
         status = main()
-        sys.stdout.flush()  # inside the try: a closed pipe often shows only here
-    except BrokenPipeError:  # the reader stopped reading (`| head`): normal for a CLI
-        # Python would report the unflushed rest again at exit: stdout goes to devnull.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.stdout.flush()  # inside the try: a closed pipe or a full disk often shows only here
+    except OSError as error:
+        if sys.stdout is not None:  # else Python reports the unflushed rest again at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if not isinstance(error, BrokenPipeError):  # `| head`: the reader stopped, normal
+            print(f"python -m d2l_gpu: cannot write its output: {error}", file=sys.stderr)
         status = 1
     sys.exit(status)

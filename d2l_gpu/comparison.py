@@ -9,12 +9,13 @@ clearly slower only when the middle half of the ratios lies beyond it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from numbers import Real
 from typing import Any
 
 import torch
 
-from .timing import MIN_BLOCKS, Measurement, check_timing, quartiles, waiting_clock
+from .timing import MIN_BLOCKS, Measurement, check_count, check_timing, quartiles, waiting_clock
 
 BAND = 1.25
 
@@ -96,12 +97,12 @@ def compare(
     """
     check_timing(first, min_run_time, warmup, "first")
     check_timing(second, min_run_time, warmup, "second")
-    if isinstance(labels, str) or len(labels) != 2:
+    if isinstance(labels, str) or not isinstance(labels, Sequence) or len(labels) != 2:
         raise TypeError(f"labels must be two names, as in ('x * 2', 'x + x'), got {labels!r}")
-    if not rounds >= MIN_BLOCKS:
-        raise ValueError(f"rounds must be a count >= {MIN_BLOCKS}, got {rounds!r}")
-    if not band > 1:
-        raise ValueError(f"band must be a factor > 1 (1.25: within 1/1.25 to 1.25), got {band!r}")
+    check_count(rounds, "rounds", MIN_BLOCKS)
+    # An infinite band would call every pair "about as long".
+    if isinstance(band, bool) or not (isinstance(band, Real) and 1 < band < math.inf):
+        raise ValueError(f"band must be a finite factor > 1 (1.25: 1/1.25 to 1.25), got {band!r}")
     clock = waiting_clock(device)
     sides = (first, second)
     for _ in range(warmup):

@@ -29,7 +29,8 @@ def _index(i: object, func: str) -> int:
     # torch keeps an index in 8 bits: torch.device("cuda", 300) would be cuda:44.
     accepted = f"{func}(i) takes a GPU index, an int from 0 to 127 (0 is the first GPU)"
     try:
-        if isinstance(i, bool):  # operator.index(True) is 1, but a flag is no GPU index
+        # operator.index(True) is 1, but a flag (or a bool tensor) is no GPU index.
+        if isinstance(i, bool) or getattr(i, "dtype", None) == torch.bool:
             raise TypeError
         index = operator.index(i)
     except TypeError:
@@ -84,12 +85,15 @@ def gpus_named(device: torch.device | str | None = None) -> list[torch.device]:
     gpus = _gpus()
     if device is None:
         return gpus
+    written = device if isinstance(device, str) else str(device)
     if (device := torch.device(device)).type == "cpu":
         return []
+    # torch keeps an index in 8 bits: "cuda:256" would name cuda:0, "cuda:255" every card.
+    past = re.fullmatch(r"\s*\w+:(\d+)\s*", written)
     named = [d for d in gpus if d.type == device.type and device.index in (None, d.index)]
-    if not named:
+    if not named or past and int(past[1]) > 127:
         has = ", ".join(repr(str(d)) for d in [_CPU, *gpus])
-        raise ValueError(f"device {str(device)!r} is not on this machine, which has {has}")
+        raise ValueError(f"device {written!r} is not on this machine, which has {has}")
     return named
 
 

@@ -8,11 +8,15 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 import torch
 
 from .devices import in_use, try_all_gpus
+
+# How long nvidia-smi may take: seconds, even on a box with many cards.
+SMI_SECONDS = 10.0
 
 
 def _cpu_name() -> str:
@@ -64,6 +68,15 @@ def _accelerator(device: torch.device) -> tuple[str, int | None, int | None]:
     return device.type.upper(), total, total - free
 
 
+def _described(device: torch.device) -> tuple[str, int | None, int | None]:
+    """As ``_accelerator``, but a card that cannot be read (off the bus, a wedged driver)
+    is named by its error, and the report goes on."""
+    try:
+        return _accelerator(device)
+    except Exception as error:
+        return f"unreadable ({type(error).__name__}: {str(error)[:120]})", None, None
+
+
 def software_versions() -> dict[str, str]:
     """Versions that decide what a device can do, as strings; 'none' when absent."""
     blas = re.search(r"BLAS_INFO=(\w+)", torch.__config__.show())
@@ -84,7 +97,7 @@ def device_info() -> dict[str, Any]:
     """The CPU and every accelerator torch sees, with their memory in bytes (None when
     unknown), and the software versions: what ``python -m d2l_gpu info --json`` prints."""
     rows = [("cpu", _cpu_name(), *_host_memory())]
-    rows += [(str(d), *_accelerator(d)) for d in try_all_gpus() if d.type != "cpu"]
+    rows += [(str(d), *_described(d)) for d in try_all_gpus() if d.type != "cpu"]
     keys = ("device", "name", "total_memory", "used_memory")
     return {
         "devices": [dict(zip(keys, row, strict=True)) for row in rows],
@@ -92,14 +105,28 @@ def device_info() -> dict[str, Any]:
     }
 
 
+def nvidia_smi(*args: str) -> str | None:
+    """What ``nvidia-smi args`` prints, or None when it is missing or fails; a
+    TimeoutError after SMI_SECONDS when it hangs, as it does on a wedged driver."""
+    if not (smi := shutil.which("nvidia-smi")):
+        return None
+    # A file, not a pipe, and no wait after the kill: one stuck in the driver may never end.
+    with tempfile.TemporaryFile() as out:
+        try:
+            child = subprocess.Popen([smi, *args], stdout=out, stderr=subprocess.DEVNULL)
+            status = child.wait(SMI_SECONDS)
+        except OSError:
+            return None
+        except subprocess.TimeoutExpired:
+            child.kill()
+            raise TimeoutError(f"nvidia-smi did not answer within {SMI_SECONDS:g} s") from None
+        out.seek(0)
+        return out.read().decode(errors="replace") if status == 0 else None
+
+
 def listed_gpus() -> list[str]:
     """The GPUs ``nvidia-smi -L`` lists, whether or not torch can see them."""
-    smi, out = shutil.which("nvidia-smi"), ""
-    try:
-        if smi:
-            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        pass  # a hung or broken nvidia-smi proves nothing either way
+    out = nvidia_smi("-L") or ""  # a broken nvidia-smi proves nothing either way
     return [line.strip() for line in out.splitlines() if line.startswith("GPU")]
 
 

@@ -8,7 +8,6 @@ and ``Benchmark`` keep the d2l book's interface; ``benchmark`` is the careful on
 from __future__ import annotations
 
 import itertools
-import math
 import statistics
 import time
 import timeit
@@ -23,6 +22,8 @@ from .devices import gpus_named, in_use, synchronize
 _clock = time.perf_counter
 # Every timed side gets at least this many blocks of calls, so that its spread is real.
 MIN_BLOCKS = 10
+# The longest min_run_time taken: a longer timing is a typo, and 1e300 s would never end.
+MAX_RUN_TIME = 3600
 
 
 def waiting_clock(device: torch.device | str | None = None) -> Callable[[], float]:
@@ -129,17 +130,23 @@ class Measurement:
     __repr__ = __str__
 
 
+def check_count(value: object, name: str, least: int, more: str = "") -> None:
+    """Refuse anything but a whole number >= ``least``: a flag, a float, a tensor."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < least:
+        raise ValueError(f"{name} must be a whole number >= {least}{more}, got {value!r}")
+
+
 def check_timing(fn: object, min_run_time: float, warmup: int, name: str = "fn") -> None:
-    """Refuse settings no timing can use, naming what is accepted (an endless
-    ``min_run_time`` would loop forever or overflow deep inside)."""
+    """Refuse settings no timing can use, naming what is accepted (a huge
+    ``min_run_time`` would loop for ever or overflow deep inside)."""
     if not callable(fn):
         raise TypeError(f"{name} must be a function to call with no arguments, got {fn!r}")
-    if not (isinstance(min_run_time, Real) and 0 < min_run_time < math.inf):  # nan fails too
+    seconds = not isinstance(min_run_time, bool) and isinstance(min_run_time, Real)
+    if not (seconds and 0 < min_run_time <= MAX_RUN_TIME):  # nan fails too
         raise ValueError(
-            f"min_run_time must be a finite number of seconds > 0, got {min_run_time!r}"
+            f"min_run_time must be seconds > 0, at most {MAX_RUN_TIME} (1 h), got {min_run_time!r}"
         )
-    if isinstance(warmup, bool) or not isinstance(warmup, Integral) or warmup < 0:
-        raise ValueError(f"warmup must be a whole number of calls >= 0, got {warmup!r}")
+    check_count(warmup, "warmup", 0)
 
 
 def benchmark(
@@ -160,11 +167,14 @@ def benchmark(
     ``num_threads``: torch's CPU threads meanwhile (default: as they are).
     """
     check_timing(fn, min_run_time, warmup)
-    if num_threads is not None and not num_threads >= 1:
-        raise ValueError(f"num_threads must be a count >= 1 or None, got {num_threads!r}")
-    # Imported here: it loads setuptools, too slow for every ``import d2l_gpu``.
-    from torch.utils.benchmark import Timer as TorchTimer
-    from torch.utils.benchmark.utils.common import set_torch_threads
+    if num_threads is not None:
+        check_count(num_threads, "num_threads", 1, " or None")
+    try:  # Imported here: it loads setuptools, too slow for every ``import d2l_gpu``.
+        from torch.utils.benchmark import Timer as TorchTimer
+        from torch.utils.benchmark.utils.common import set_torch_threads
+    except ModuleNotFoundError as e:  # torch requires setuptools from Python 3.12 only
+        why = f"benchmark() needs {e.name} (torch.utils.benchmark imports it): pip install {e.name}"
+        raise ModuleNotFoundError(why, name=e.name) from None
 
     threads = num_threads or torch.get_num_threads()
     clock = waiting_clock(device)
@@ -200,8 +210,10 @@ def host_and_device_seconds(
             "host_and_device_seconds times the GPU with CUDA events: device must be a "
             f"CUDA device such as 'cuda:0', got {str(device)!r}"
         )
-    if not steps >= 1:
-        raise ValueError(f"steps must be a count >= 1, got {steps!r}")
+    check_count(steps, "steps", 1)
+    if not callable(step):
+        raise TypeError(f"step must be a function to call with no arguments, got {step!r}")
+    gpus_named(device)  # a clear error where it is missing, also under a CPU-only torch
     hold = torch.randn(4096, 4096, device=device)  # its products keep the GPU busy
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     stream = torch.cuda.current_stream(device)

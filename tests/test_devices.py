@@ -76,6 +76,7 @@ def test_hiding_the_gpus_from_torch_rehearses_the_cpu_path():
         (1.5, TypeError, "got 1.5"),
         ("x", TypeError, "got 'x'"),
         (True, TypeError, "got True"),  # operator.index(True) is 1: a flag is no index
+        (torch.tensor(True), TypeError, r"got tensor\(True\)"),
     ],
 )
 def test_a_bad_gpu_index_is_refused_saying_what_is_accepted(func, bad, error, message):
@@ -99,6 +100,8 @@ def test_integer_like_indices_are_accepted(monkeypatch):
         ("mps", "cuda", "'cpu', 'mps:0'"),
         ("cuda", "cuda:2", "'cpu', 'cuda:0', 'cuda:1'"),
         ("cuda", "meta", "'cpu', 'cuda:0', 'cuda:1'"),
+        # torch keeps an index in 8 bits: these would name cuda:-128, every card, cuda:0.
+        *[("cuda", f"cuda:{i}", "'cpu', 'cuda:0', 'cuda:1'") for i in (128, 255, 256)],
     ],
 )
 def test_synchronize_a_device_this_machine_lacks_says_what_it_has(monkeypatch, kind, device, has):

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -81,6 +82,24 @@ def test_the_report_asks_nvml_about_cards_this_process_has_not_used(monkeypatch)
     rows = d2l_gpu.device_info()["devices"]
     assert [r["used_memory"] for r in rows[1:]] == [2**31, 2**31]
     assert contexts == set() and "used unknown" not in d2l_gpu.device_report()
+
+
+def test_the_report_names_a_card_it_cannot_read_and_goes_on(monkeypatch, capsys):
+    simulate_machine(monkeypatch, "cuda", 2)
+    simulate_cuda_contexts(monkeypatch, in_use={0})
+    readable = torch.cuda.get_device_properties
+
+    def lost(device):  # a card that fell off the bus
+        if torch.device(device).index == 1:
+            raise RuntimeError("CUDA error: unspecified launch failure")
+        return readable(device)
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lost)
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^cuda:0 +16\.0 GiB +4\.0 GiB +Simulated GPU #0$", out, re.M)
+    lost_line = r"^cuda:1 +unknown +unknown +unreadable \(RuntimeError: CUDA error: unspecified"
+    assert re.search(lost_line, out, re.M) and "used unknown on cuda:1" in out
 
 
 def test_the_report_on_mps_and_on_a_backend_that_will_not_say(monkeypatch):
@@ -177,7 +196,9 @@ def test_check_fails_plainly_when_nvidia_smi_lists_a_gpu_torch_cannot_see(monkey
     assert "[FAIL]" not in capsys.readouterr().out
 
 
-def test_listed_gpus_reads_nvidia_smi(tmp_path, monkeypatch):
+def test_listed_gpus_reads_nvidia_smi_and_check_waits_seconds_for_a_hung_one(
+    tmp_path, monkeypatch, capsys
+):
     smi = tmp_path / "nvidia-smi"
     smi.write_text('#!/bin/sh\necho "GPU 0: NVIDIA H200 (UUID: GPU-1)"\necho "  MIG 1g"\n')
     smi.chmod(0o755)
@@ -185,6 +206,26 @@ def test_listed_gpus_reads_nvidia_smi(tmp_path, monkeypatch):
     assert report.listed_gpus() == ["GPU 0: NVIDIA H200 (UUID: GPU-1)"]
     monkeypatch.setenv("PATH", str(tmp_path / "none"))
     assert report.listed_gpus() == []
+    smi.write_text("#!/bin/sh\nexec sleep 60\n")  # a wedged driver
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.defpath}")
+    monkeypatch.setattr(report, "SMI_SECONDS", 0.5)
+    simulate_machine(monkeypatch, None, 0)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    tik = time.monotonic()
+    assert main(["check", "--core"]) == 0 and time.monotonic() - tik < 5
+    assert (
+        "[INFO] nvidia-smi did not answer within 0.5 s: whether it lists a GPU torch cannot see "
+        "is unknown"
+    ) in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("redirect", [">&-", "> /dev/full"])
+def test_info_into_a_closed_output_or_a_full_disk_says_so_in_one_line(redirect):
+    command = ["sh", "-c", f'exec "$0" -m d2l_gpu info {redirect}', sys.executable]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("python -m d2l_gpu: cannot write its output: ")
 
 
 def test_check_into_a_closed_pipe_exits_quietly():

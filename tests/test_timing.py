@@ -8,6 +8,8 @@ this machine is. The gpu-marked tests hold the same claims on a real GPU.
 import itertools
 import math
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -174,14 +176,18 @@ def test_benchmark_of_a_real_sleep_is_never_shorter():
     ("fn", "kwargs", "error", "message"),
     [
         (3, {}, TypeError, "fn must be a function to call with no arguments, got 3"),
-        (print, {"min_run_time": 0}, ValueError, "min_run_time must be .* > 0, got 0"),
+        (print, {"min_run_time": 0}, ValueError, r"seconds > 0, at most 3600 \(1 h\), got 0$"),
         (print, {"min_run_time": float("nan")}, ValueError, "min_run_time .*, got nan"),
-        (print, {"min_run_time": math.inf}, ValueError, "a finite number of seconds > 0, got inf"),
+        (print, {"min_run_time": math.inf}, ValueError, "min_run_time .*, got inf"),
         (print, {"min_run_time": "1"}, ValueError, "min_run_time .*, got '1'"),
-        (print, {"warmup": -1}, ValueError, "warmup must be a whole number of calls >= 0, got -1"),
+        (print, {"min_run_time": True}, ValueError, "min_run_time .*, got True"),  # not 1 s
+        (print, {"min_run_time": 1e300}, ValueError, "at most 3600 .*, got 1e"),  # never ends
+        (print, {"min_run_time": 10**400}, ValueError, "at most 3600 .*, got 1000"),  # overflows
+        (print, {"warmup": -1}, ValueError, "warmup must be a whole number >= 0, got -1"),
         (print, {"warmup": math.inf}, ValueError, "warmup must be .*, got inf"),
         (print, {"warmup": True}, ValueError, "warmup must be .*, got True"),
-        (print, {"num_threads": 0}, ValueError, "num_threads must be a count >= 1 or None, got 0"),
+        (print, {"num_threads": 0}, ValueError, "num_threads must be a whole number >= 1 or None"),
+        *[(print, {"num_threads": n}, ValueError, "num_threads must") for n in (1.5, True, "2")],
     ],
 )
 def test_benchmark_refuses_bad_settings_naming_them(fn, kwargs, error, message):
@@ -263,12 +269,14 @@ def test_each_side_gets_its_rounds_its_warm_up_and_blocks_that_fill_min_run_time
     ("args", "kwargs", "error", "message"),
     [
         ((print, 3), {}, TypeError, "second must be a function to call with no arguments, got 3"),
-        ((print, print), {"rounds": 9}, ValueError, "rounds must be a count >= 10, got 9"),
-        ((print, print), {"band": 1}, ValueError, r"band must be a factor > 1 .*, got 1"),
-        ((print, print), {"band": 0.8}, ValueError, "band must be a factor > 1"),
+        ((print, print), {"rounds": 9}, ValueError, "rounds must be a whole number >= 10, got 9"),
+        *[((print, print), {"rounds": n}, ValueError, "rounds must") for n in (10.5, "10", None)],
+        ((print, print), {"band": 1}, ValueError, r"band must be a finite factor > 1 .*, got 1"),
+        # An infinite band would call every pair "about as long".
+        *[((print, print), {"band": b}, ValueError, "band must") for b in (0.8, math.inf, "2")],
         ((print, print), {"min_run_time": -1}, ValueError, "min_run_time must be"),
-        ((print, print), {"min_run_time": math.inf}, ValueError, "finite number of seconds"),
-        ((print, print), {"labels": "ab"}, TypeError, "labels must be two names, as in"),
+        ((print, print), {"min_run_time": 1e308}, ValueError, "at most 3600"),
+        *[((print, print), {"labels": x}, TypeError, "labels must be") for x in ("ab", None, 5)],
     ],
 )
 def test_compare_refuses_bad_settings_naming_them(args, kwargs, error, message):
@@ -335,14 +343,23 @@ def test_a_gpu_that_always_runs_dry_reads_as_the_host_time(monkeypatch):
     [
         ("cpu", 20, "device must be a CUDA device such as 'cuda:0', got 'cpu'"),
         ("mps", 20, "got 'mps'"),
-        ("cuda:0", 0, "steps must be a count >= 1, got 0"),
+        ("cuda:0", 0, "steps must be a whole number >= 1, got 0"),
+        ("cuda:0", 1.5, "steps must be .*, got 1.5"),
+        ("cuda:0", "3", "steps must be .*, got '3'"),
+        # As on a CPU-only torch, whose own error is an AssertionError from deep inside.
+        ("cuda:0", 20, "device 'cuda:0' is not on this machine, which has 'cpu'$"),
     ],
 )
-def test_host_and_device_seconds_refuses_bad_arguments_before_the_step_runs(device, steps, message):
+def test_host_and_device_seconds_refuses_bad_arguments_before_the_step_runs(
+    monkeypatch, device, steps, message
+):
+    simulate_machine(monkeypatch, None, 0)
     calls = []
     with pytest.raises(ValueError, match=message):
         d2l_gpu.host_and_device_seconds(lambda: calls.append(1), device, steps=steps)
     assert calls == []
+    with pytest.raises(TypeError, match="step must be a function to call with no arguments, got 5"):
+        d2l_gpu.host_and_device_seconds(5, "cuda:0")
 
 
 # On a real GPU
@@ -397,3 +414,13 @@ def test_host_and_device_seconds_on_a_real_gpu():
     host, gpu = d2l_gpu.host_and_device_seconds(lambda: x @ x, device)
     events = d2l_gpu.benchmark(lambda: x @ x, device=device).median
     assert 0 < host < gpu and gpu == pytest.approx(events, rel=0.3)
+
+
+def test_benchmark_without_setuptools_says_what_to_install():
+    # torch.utils.benchmark imports setuptools, which torch requires from Python 3.12 only.
+    code = "import sys; sys.modules['setuptools'] = None; import d2l_gpu; d2l_gpu.benchmark(print)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stderr.splitlines()[-1] == (
+        "ModuleNotFoundError: benchmark() needs setuptools (torch.utils.benchmark imports it): "
+        "pip install setuptools"
+    )
