@@ -53,9 +53,9 @@ if d2l_gpu.num_gpus() == 0:
 #
 # ## Compute: lower precision
 #
-# Tensor cores multiply small numbers many times faster than float32; the
-# float16 / bfloat16 column of 11's table says how much faster. Both formats
-# use 16 bits. bfloat16 keeps float32's range but only 8 significant bits;
+# Tensor cores multiply 16-bit numbers many times faster than float32 ones;
+# the float16 / bfloat16 column of 11's table says how much faster. bfloat16
+# keeps float32's range but only 8 significant bits;
 # float16 keeps 11 significant bits but overflows above 65,504. Which one to
 # use depends on the card. From the A100 on (CUDA compute capability 8.0)
 # tensor cores take both. Older cards, among them the T4 that Colab often
@@ -75,7 +75,8 @@ print(f"on {device}, the lower precision is {low_name}")
 # The cell below times a large float32 product against the same product in
 # the lower precision and prints both rates. The inputs are cast once,
 # outside the timed call, so that the rate is that of the product alone and
-# can be held against the table. In a model, `torch.autocast` does the
+# can be held against 11's table, where about 80 % is as good as it gets. In
+# a model, `torch.autocast` does the
 # casting: inside its block, products run in the lower precision and the
 # rest stays float32. It casts the inputs of each product at every call,
 # which costs memory traffic of its own; the last line shows what autocast
