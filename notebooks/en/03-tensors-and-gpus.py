@@ -75,7 +75,7 @@ except RuntimeError as error:
 # > least two devices, cuda:0 and cpu!
 #
 # The next cell makes that mistake for real when there is a GPU; without one,
-# it prints the message above rather than pretending to fail.
+# it prints the message above.
 
 # %% tags=["nbval-ignore-output"]
 gpu = d2l_gpu.try_gpu()
@@ -104,14 +104,15 @@ X = torch.ones(2, 3, device=d2l_gpu.try_gpu())
 X
 
 # %% [markdown]
-# The memory `X` takes is its number of elements times the bytes of each:
+# The data of `X` takes its number of elements times the bytes of each:
 
 # %%
 print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:", X.nbytes)
 
 # %% [markdown]
-# What a GPU's memory holds, and what happens when a tensor does not fit, is
-# the subject of [08 – GPU memory](08-gpu-memory.ipynb).
+# PyTorch's GPU allocator sets aside more: at least 512 bytes. What a GPU's
+# memory holds, and what happens when a tensor does not fit, is the subject of
+# [08 – GPU memory](08-gpu-memory.ipynb).
 #
 # ## Copying
 #
@@ -145,7 +146,7 @@ else:
 
 # %% [markdown]
 # So we first copy `X` to where `Y` is, calling the copy `Z`, and add there.
-# Both are printed:
+# `X` and `Z` are printed:
 
 # %%
 Z = X.to(Y.device)
@@ -174,8 +175,9 @@ print("Y + Z equals Y + 1:", torch.equal(Y + Z, Y + 1))
 #
 # `Z` is already where `Y` is, so `Z.to(Z.device)` costs nothing: it returns
 # the very same tensor. With `copy=True` it allocates new memory and copies
-# every element. (`Z.cuda(1)` behaves like the no-copy form.) `data_ptr()`, the
-# address of a tensor's first element, shows whether two tensors share memory.
+# every element. (On the book's two GPUs, `Z.cuda(1)` returns `Z` too.)
+# `data_ptr()`, the address of a tensor's first element, shows whether two
+# tensors share memory.
 
 # %%
 W = Z.to(Z.device, copy=True)
@@ -187,15 +189,16 @@ print("same values:        ", torch.equal(W, Z))
 # %% [markdown]
 # ## Side notes
 #
-# People buy GPUs for speed, and moving data between devices is where speed is
-# lost. So PyTorch never moves an operand for us: a crash points at the
-# problem, while a silent copy would make the program slow without saying why.
-# Three effects are worth knowing, and
+# People buy GPUs for speed, and moving data is where speed is lost. So PyTorch
+# never moves an operand for us: a crash points at the problem, while a silent
+# copy would slow the program without saying why.
 # [04 – Asynchrony and transfers](04-asynchrony-and-transfers.ipynb) measures
-# each of them:
+# three effects:
 #
-# - a transfer is slow next to the arithmetic it feeds: the bus between main
-#   memory and a GPU (PCIe) moves tens of GB/s, a GPU's own memory up to TB/s;
+# - a transfer is slow next to the arithmetic it feeds: the bus to a GPU moves
+#   at most 32 or 64 GB/s (PCIe 4.0 or 5.0, by its specification), a
+#   data-centre GPU's memory 2 to 8 TB/s (NVIDIA's datasheets, A100 to B200),
+#   about a hundred times more;
 # - every transfer has a fixed cost, so many small ones are much worse than one
 #   large one;
 # - some calls make the CPU wait for the GPU, like waiting at a coffee counter

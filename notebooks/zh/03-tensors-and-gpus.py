@@ -70,7 +70,7 @@ except RuntimeError as error:
 # > RuntimeError: Expected all tensors to be on the same device, but found at
 # > least two devices, cuda:0 and cpu!
 #
-# 有 GPU 时，下一个单元格真的犯一次这个错误；没有 GPU 时，它打印上面这条信息，而不是假装出错。
+# 有 GPU 时，下一个单元格真的犯一次这个错误；没有 GPU 时，它打印上面这条信息。
 
 # %% tags=["nbval-ignore-output"]
 gpu = d2l_gpu.try_gpu()
@@ -97,13 +97,14 @@ X = torch.ones(2, 3, device=d2l_gpu.try_gpu())
 X
 
 # %% [markdown]
-# `X` 占用的字节数等于元素个数乘以每个元素的字节数：
+# `X` 的数据所占的字节数，等于元素个数乘以每个元素的字节数：
 
 # %%
 print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:", X.nbytes)
 
 # %% [markdown]
-# GPU 显存里有什么，张量放不下时会怎样，是 [08 – GPU 显存](08-gpu-memory.ipynb) 的内容。
+# PyTorch 在 GPU 上实际分配的更多，至少 512 字节。GPU 显存里有什么，张量放不下时会怎样，
+# 是 [08 – GPU 显存](08-gpu-memory.ipynb) 的内容。
 #
 # ## 复制
 #
@@ -135,7 +136,7 @@ else:
         print(f"{type(error).__name__}: {str(error).splitlines()[0]}")
 
 # %% [markdown]
-# 所以先把 `X` 复制到 `Y` 所在的设备，把副本叫作 `Z`，再和 `Y` 相加。下面把两者都打印出来：
+# 所以先把 `X` 复制到 `Y` 所在的设备，把副本叫作 `Z`，再和 `Y` 相加。下面打印 `X` 和 `Z`：
 
 # %%
 Z = X.to(Y.device)
@@ -161,7 +162,7 @@ print("Y + Z equals Y + 1:", torch.equal(Y + Z, Y + 1))
 # ### `.to()` 什么时候复制
 #
 # `Z` 已经在 `Y` 所在的设备上，所以 `Z.to(Z.device)` 不花任何代价：它返回的就是同一个张量。
-# 加上 `copy=True` 时，它会分配新的存储，并复制每一个元素。（`Z.cuda(1)` 相当于不复制的写法。）
+# 加上 `copy=True` 时，它会分配新的存储，并复制每一个元素。（在原书的两块 GPU 上，`Z.cuda(1)` 同样返回 `Z` 本身。）
 # `data_ptr()` 是张量第一个元素的地址，用它可以看出两个张量是否共用同一块存储。
 
 # %%
@@ -174,12 +175,12 @@ print("same values:        ", torch.equal(W, Z))
 # %% [markdown]
 # ## 旁注
 #
-# 人们买 GPU 是为了速度，而速度恰恰容易丢在设备之间的数据搬运上。
+# 人们买 GPU 是为了速度，而速度恰恰容易丢在数据搬运上。
 # 所以 PyTorch 从不替我们搬运操作数：崩溃能指出问题所在，悄悄的复制却只会让程序变慢，还不说明原因。
-# 有三点值得了解，[04 – 异步与传输](04-asynchrony-and-transfers.ipynb) 会逐一测量：
+# [04 – 异步与传输](04-asynchrony-and-transfers.ipynb) 会测量以下三点：
 #
-# - 与计算相比，数据传输很慢：内存和 GPU 之间的总线（PCIe）每秒能搬几十 GB，
-#   GPU 读取自己的显存每秒可达数 TB；
+# - 与计算相比，数据传输很慢：通往 GPU 的总线每秒最多搬 32 或 64 GB（按 PCIe 4.0 或 5.0 的规范），
+#   数据中心 GPU 的显存带宽则是每秒 2 到 8 TB（NVIDIA 数据手册，A100 到 B200），约高一百倍；
 # - 每次传输都有固定开销，所以许多次小传输远不如一次大传输；
 # - 有些调用会让 CPU 停下来等 GPU，就像在咖啡店柜台前排队等候，而不是提前打电话订好。
 #   等待期间，队列里不会排进新的工作。
