@@ -41,9 +41,9 @@ if d2l_gpu.num_gpus() == 0:
 #
 # A network's weights and biases are tensors, so each lives on a device like
 # any other tensor. `net.to(device)` moves every parameter and buffer of the
-# model there. Unlike `Tensor.to`, which returns a new tensor, `Module.to`
-# changes the model in place and returns the same object, so
-# `net = net.to(device)` and a plain `net.to(device)` do the same thing.
+# model there. Unlike `Tensor.to`, which returns a tensor (a new one when it
+# copies), `Module.to` changes the model in place and returns the same object,
+# so `net = net.to(device)` and a plain `net.to(device)` do the same thing.
 #
 # This lesson uses the first GPU, or the CPU when there is none. The cell uses
 # the device once, so that a one-time message from the GPU's runtime appears
@@ -104,14 +104,13 @@ print("loss after one step is smaller:", new_loss.item() < loss.item())
 # the other on the GPU, and PyTorch refuses rather than copying behind your
 # back, as [03](03-tensors-and-gpus.ipynb) showed for tensors. On a GPU machine
 # the next cell feeds the model a CPU tensor; without a GPU, a `meta` tensor
-# stands in for the second device, as in 03, and the error is worded
-# differently. For the CPU tensor, an H200 printed
+# stands in for the second device, and the error is worded differently. For the CPU tensor, an H200 printed
 #
 # > RuntimeError: Expected all tensors to be on the same device, but got mat1
 # > is on cpu, different from other tensors on cuda:0 (when checking argument
 # > in method wrapper_CUDA_addmm)
 #
-# The cell has changed a little since that run. No GPU has run this cell yet.
+# No GPU has run the cell as it is now.
 
 # %%
 elsewhere = "meta" if device.type == "cpu" else "cpu"  # meta: a stand-in second device
@@ -155,10 +154,10 @@ print("final state on", state.device, "| zeros_like(state) on", torch.zeros_like
 #
 # The `torch.optim` documentation asks for the model to be moved before its
 # optimizer is built. `Module.to` keeps each parameter object and only swaps
-# the data inside it, so plain SGD, which keeps no state, survives the other
-# order. An optimizer with state does not: Adagrad makes a running sum for each
-# parameter when it is built, beside the parameter as it is then, and a later
-# move leaves the sums behind. On a GPU the cell shows the weight on `cuda:0`
+# the data inside it, so plain SGD survives the other order, and so do Adam and
+# RMSprop, which make their state at the first step. Adagrad does not: it makes
+# a running sum for each parameter when it is built, beside the parameter as it
+# is then, and a later move leaves the sums behind. On a GPU the cell shows the weight on `cuda:0`
 # and the early optimizer's state on `cpu`, and that optimizer's step fails;
 # an H200 printed torch's message:
 #

@@ -40,7 +40,7 @@ if d2l_gpu.num_gpus() == 0:
 # ## 模型也由张量组成
 #
 # 网络的权重和偏置都是张量，所以它们和其他张量一样，各自存放在某个设备上。
-# `net.to(device)` 会把模型的全部参数和缓冲区搬到那个设备。`Tensor.to` 返回一个新张量，
+# `net.to(device)` 会把模型的全部参数和缓冲区搬到那个设备。`Tensor.to` 返回一个张量（要复制时才是新张量），
 # `Module.to` 则就地修改模型，返回的还是同一个对象，所以写 `net = net.to(device)`
 # 和只写 `net.to(device)`，效果相同。
 #
@@ -97,14 +97,14 @@ print("loss after one step is smaller:", new_loss.item() < loss.item())
 # 常见的错误是搬了模型，却忘了搬输入。这时 `nn.Linear` 里的矩阵乘法（`addmm`）拿到的两个操作数，
 # 一个在内存里，一个在 GPU 上。PyTorch 不会替你悄悄复制，而是直接报错，
 # 这和 [03](03-tensors-and-gpus.ipynb) 里张量的情形一样。在有 GPU 的机器上，下一个单元格把一个
-# CPU 张量交给模型；没有 GPU 时，像 03 那样用一个 `meta` 张量充当第二个设备，报错的措辞也就不同。
+# CPU 张量交给模型；没有 GPU 时，用一个 `meta` 张量充当第二个设备，报错的措辞也就不同。
 # 对于 CPU 张量，H200 打印的是
 #
 # > RuntimeError: Expected all tensors to be on the same device, but got mat1
 # > is on cpu, different from other tensors on cuda:0 (when checking argument
 # > in method wrapper_CUDA_addmm)
 #
-# 此后这个单元格的代码略有改动，它的当前写法还没有在 GPU 上运行过。
+# 这个单元格的当前写法还没有在 GPU 上运行过。
 
 # %%
 elsewhere = "meta" if device.type == "cpu" else "cpu"  # meta 设备在这里充当第二个设备
@@ -145,9 +145,9 @@ print("final state on", state.device, "| zeros_like(state) on", torch.zeros_like
 # ## 先搬模型，再建优化器
 #
 # `torch.optim` 的文档要求先把模型搬到设备上，再为它创建优化器。
-# `Module.to` 保留每个参数对象，只替换其中的数据，所以不带状态的普通 SGD 即使顺序反了也不会出问题。
-# 带状态的优化器就不同了：Adagrad 在创建时就为每个参数建好一个累加和，放在参数当时所在的设备上，
-# 之后再搬模型，这些累加和仍留在原处。在 GPU 上，单元格会显示权重在 `cuda:0`、
+# `Module.to` 保留每个参数对象，只替换其中的数据，所以普通 SGD 即使顺序反了也不会出问题；
+# Adam 和 RMSprop 在第一次更新时才建立状态，也不受影响。Adagrad 则不同：
+# 它在创建时就为每个参数建好一个累加和，放在参数当时所在的设备上，之后再搬模型，这些累加和仍留在原处。在 GPU 上，单元格会显示权重在 `cuda:0`、
 # 先建的优化器的状态在 `cpu`，这个优化器的更新随后失败。H200 打印的是 torch 的这条报错：
 #
 # > RuntimeError: Expected all tensors to be on the same device, but found at
@@ -181,6 +181,6 @@ for name, optimizer in [("early", early), ("late", late)]:
 # - 先搬模型，再建优化器，优化器的状态才会建在参数所在的设备上。
 #
 # 在一个设备上保存参数、在另一个设备上加载，是[练习](07-exercises.ipynb)之一；
-# 不占存储的模型和性能分析器留到书外延伸的 [10](10-profiler-and-meta.ipynb) 再讲。
+# 不占存储的模型和性能分析器留到 [10](10-profiler-and-meta.ipynb) 再讲，那是原书以外的内容。
 #
 # 下一课：[06 – 小结](06-summary.ipynb)，把本节的几条规则放在一起。
