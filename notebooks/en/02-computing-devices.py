@@ -153,10 +153,9 @@ print("CUDA_VISIBLE_DEVICES:", os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
 # %% [markdown]
 # An empty value hides every CUDA GPU, which is how to try the laptop's path
 # on a GPU machine: start with `CUDA_VISIBLE_DEVICES= jupyter lab`, or run a
-# lesson as `CUDA_VISIBLE_DEVICES= python 02-computing-devices.py`. The
-# process then finds no CUDA GPU, `try_gpu()` gives the CPU, and every cell of
-# these lessons takes the path it takes on a laptop. (An Apple GPU is not
-# hidden this way.)
+# lesson as `CUDA_VISIBLE_DEVICES= python 02-computing-devices.py`; `try_gpu()`
+# then gives the CPU, and every cell takes the laptop's path. (An Apple GPU is
+# not hidden this way.)
 #
 # ## The current GPU
 #
@@ -215,9 +214,9 @@ except (TypeError, ValueError) as error:
 # %% [markdown]
 # ## Choose once, use everywhere
 #
-# The usual pattern is to pick the device once, near the top of a script, and
-# pass it wherever tensors are made. PyTorch never moves an operand to make an
-# operation work, so this one variable decides where everything lives.
+# Pick the device once, near the top of a script, and pass it wherever tensors
+# are made: since PyTorch never moves an operand, this one variable decides
+# where everything lives.
 
 # %%
 device = d2l_gpu.try_gpu()
@@ -231,8 +230,7 @@ print("x is on", x.device)
 # - `cpu` names the host, `cuda:0`, `cuda:1`, ... each GPU with its memory, and
 #   plain `cuda` the current GPU.
 # - The count of GPUs is what this process may see; `CUDA_VISIBLE_DEVICES`,
-#   set before CUDA initialises, hides cards and numbers the rest from 0; empty,
-#   it sends a GPU machine down the CPU path.
+#   set before CUDA initialises, hides cards and numbers the rest from 0.
 # - `torch.cuda.set_device` suits one process per GPU; `torch.cuda.device`
 #   changes the current GPU for a block.
 # - Plain PyTorch picks an accelerator with `torch.accelerator`; `try_gpu` and

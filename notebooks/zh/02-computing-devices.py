@@ -144,7 +144,7 @@ print("CUDA_VISIBLE_DEVICES:", os.environ.get("CUDA_VISIBLE_DEVICES", "not set")
 # %% [markdown]
 # 值为空时，所有 CUDA GPU 都被隐藏。想在 GPU 机器上模拟没有 GPU 的笔记本电脑，就这样做：
 # 用 `CUDA_VISIBLE_DEVICES= jupyter lab` 启动，或者用 `CUDA_VISIBLE_DEVICES= python 02-computing-devices.py`
-# 运行某一课。这时进程找不到 CUDA GPU，`try_gpu()` 返回 CPU，各课的每个单元格都和在笔记本电脑上一样运行。
+# 运行某一课。这时 `try_gpu()` 返回 CPU，每个单元格都和在笔记本电脑上一样运行。
 # （这个办法隐藏不了 Apple 的 GPU。）
 #
 # ## 当前 GPU
@@ -200,8 +200,8 @@ except (TypeError, ValueError) as error:
 # %% [markdown]
 # ## 选一次，处处用
 #
-# 常见的写法是在脚本开头选定设备，之后凡是创建张量的地方都传入它。
-# PyTorch 从不为了让运算能进行而擅自搬运操作数，所以这一个变量决定了所有数据放在哪里。
+# 在脚本开头选定一次设备，之后凡是创建张量的地方都传入它。
+# PyTorch 从不擅自搬运操作数，所以这一个变量决定了所有数据放在哪里。
 
 # %%
 device = d2l_gpu.try_gpu()
@@ -214,7 +214,7 @@ print("x is on", x.device)
 #
 # - `cpu` 指主机；`cuda:0`、`cuda:1`……各指一块 GPU 及其显存；单写的 `cuda` 指当前 GPU。
 # - 数出来的 GPU 是这个进程能看到的那些。`CUDA_VISIBLE_DEVICES` 要在 CUDA 初始化之前设好，
-#   它隐藏一部分显卡，其余的从 0 重新编号；值为空时，GPU 机器上的代码就像在没有 GPU 的机器上一样运行。
+#   它隐藏一部分显卡，其余的从 0 重新编号。
 # - 每个进程只用一块 GPU 时用 `torch.cuda.set_device`；`torch.cuda.device` 只在一个代码块里改变当前 GPU。
 # - 原生 PyTorch 用 `torch.accelerator` 选加速器；`try_gpu` 和 `try_all_gpus` 加上了编号，
 #   没有 GPU 时退回 CPU。
