@@ -123,6 +123,11 @@ print("steps kept:", next(e.count for e in events if e.key.startswith("ProfilerS
 # - the operations on the CPU, ordered by their time on the CPU;
 # - the rows this lesson names below, wherever they rank.
 #
+# The profiler's own rows stay out of the ranked lists and are named on the
+# last line. On a GPU, CUPTI, NVIDIA's library through which the profiler
+# records kernels, reports its own work as rows such as `Activity Buffer
+# Request`, which can otherwise top the CPU list.
+#
 # Times are in microseconds and change from run to run.
 # `events.table(sort_by="self_device_time_total", row_limit=10)` prints
 # PyTorch's own version, with more columns.
@@ -134,6 +139,7 @@ NAMED = ["aten::addmm", "aten::mm", "aten::item", "ProfilerStep*"]
 if on_cuda:
     NAMED += ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)"]
     NAMED += ["cudaLaunchKernel", "cudaStreamSynchronize"]
+OWN = ["Activity Buffer Request", "Buffer Flush", "Instrumentation", "Resource"]  # CUPTI's work
 
 
 def show(title, rows):
@@ -149,13 +155,15 @@ def ranked(rows, time, count):
 
 
 print(f"  {'operation or kernel':<41}{'calls':>6}{'self CPU us':>12}{'self GPU us':>12}")
+steps = [e for e in events if e.key not in OWN]  # the profiler's own rows set apart
 if on_cuda:
-    on_gpu = [e for e in events if e.device_type != DeviceType.CPU]
+    on_gpu = [e for e in steps if e.device_type != DeviceType.CPU]
     show("on the GPU, by GPU time:", ranked(on_gpu, "self_device_time_total", 6))
-on_cpu = [e for e in events if e.device_type == DeviceType.CPU]
+on_cpu = [e for e in steps if e.device_type == DeviceType.CPU]
 show("on the CPU, by CPU time:", ranked(on_cpu, "self_cpu_time_total", 6))
 show("rows named in the text:", [e for name in NAMED for e in events if e.key == name])
 print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in events}] or "none")
+print("the profiler's own rows:", [e.key for e in events if e.key in OWN] or "none")
 
 # %% [markdown]
 # Read the table as a list of places to look, not as a verdict. On a CPU, as
@@ -174,8 +182,12 @@ print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in e
 # is the two inputs of each step going to the GPU, and `Memcpy DtoH (Device ->
 # Pinned)` is the loss coming back for `.item()`. On the CPU side, CUDA runtime
 # calls join the list: `cudaLaunchKernel`, once for each kernel, and
-# `cudaStreamSynchronize`, where `.item()` waits. Its self CPU time is mostly
-# the CPU standing idle until the GPU has finished the step's queue. A named
+# `cudaStreamSynchronize`, three times a step. `.item()` waits there for the
+# loss, and so does each of the two `.to(device)` copies: from ordinary
+# (pageable) memory, PyTorch queues the copy and then waits until the GPU's
+# queue is empty. Its self CPU time is mostly the CPU standing idle. Pinned
+# memory with `non_blocking=True`, as in
+# [04](04-asynchrony-and-transfers.ipynb), queues a copy without that wait. A named
 # row that the run did not record is listed on the last line rather than left
 # out silently. This paragraph follows the PyTorch source; whether a GPU has run
 # the cell as it stands is on the GPU page linked at the top.
@@ -206,9 +218,12 @@ print("outside the block, new tensors go to", torch.ones(1).device)
 # there is a third place to create it: the `meta` device. A tensor there has a
 # shape and a dtype but no memory and no values, so building a model there is
 # almost free, and its shapes and parameter count can be checked before any
-# memory is spent. `to_empty(device=...)` then gives each parameter memory on
-# the real device, uninitialised, and each layer's own `reset_parameters()`
-# fills it with the usual random start, drawn right there.
+# memory is spent. `to_empty(device=...)` then gives each parameter and buffer
+# memory on the real device, uninitialised, and each layer's own
+# `reset_parameters()` fills it with the usual start, drawn right there. The
+# cell calls it on every module that has one, so that buffers such as
+# BatchNorm's running statistics are filled too; a buffer that no such method
+# sets must be set by hand.
 #
 # The cell checks that the fill happened: `nn.Linear` draws its weights
 # uniformly from ±1/√n, with n the number of inputs, so all of them lie within
@@ -222,8 +237,8 @@ count = sum(parameter.numel() for parameter in big.parameters())
 print(f"{count:,} parameters on", big[0].weight.device, "with no memory behind them")
 big.to_empty(device=device)
 for module in big.modules():
-    if isinstance(module, nn.Linear):
-        module.reset_parameters()  # the usual random start, drawn on the device
+    if hasattr(module, "reset_parameters"):
+        module.reset_parameters()  # the usual start, drawn on the device
 print("after to_empty and reset_parameters:", big[0].weight.device)
 bound, weight = 1 / 1024**0.5, big[0].weight  # nn.Linear's bound, 1/sqrt(inputs)
 within = bool(weight.abs().max() <= bound)
@@ -261,7 +276,8 @@ print("with the twin's weights loaded, the outputs equal the CPU twin's:", same)
 #   record by name: what ran, how often, and how long each took by itself.
 # - On a CPU the table lists the work itself. On a CUDA GPU it lists the
 #   kernels and copies the GPU ran, by GPU time, and the CPU's rows show
-#   launches and waits, such as `cudaStreamSynchronize` behind `.item()`.
+#   launches and waits: `cudaStreamSynchronize` behind `.item()` and behind
+#   each copy from ordinary memory.
 # - `with torch.device(device):` creates tensors and layers on a device from
 #   the start. The `meta` device builds a model with shapes but no memory;
 #   `to_empty` and `reset_parameters()`, or a loaded checkpoint, make it real

@@ -77,9 +77,9 @@ print("this lesson uses", device)
 # 一次运行最开始的几步并不典型：核函数要加载，各个库要初始化，性能分析器自己也要做准备。
 # 调度决定保留哪几步。`wait=1` 让第一步照常运行，不做跟踪；`warmup=1` 让性能分析器跟踪第二步，
 # 但丢掉结果，好让它自己的初始开销落在这一步里；`active=3` 保留随后的三步。
-# `trace.step()` 标出每一步在哪里结束。调度可以一轮一轮地重复，有些版本的 torch 会警告说性能分析器
-# “clears events at the end of each cycle”（每轮结束时清空事件）。`acc_events=True` 会保留每一轮的事件；
-# 我们只有一轮，所以它唯一的作用就是让这条警告不再出现。
+# `trace.step()` 标出每一步在哪里结束。调度可以按周期重复，有些版本的 torch 会警告说性能分析器
+# “clears events at the end of each cycle”（每个周期结束时清空事件）。`acc_events=True` 会保留每个周期的事件；
+# 我们只有一个周期，所以它唯一的作用就是让这条警告不再出现。
 #
 # 单元格的第一行让 Kineto 安静下来。Kineto 是实际做记录的库，不加这一行，
 # 它每次跟踪都会往标准错误输出写一行开始信息和一行结束信息。6 比它所有的日志级别都高，
@@ -112,8 +112,12 @@ print("steps kept:", next(e.count for e in events if e.key.startswith("ProfilerS
 # - 然后是 CPU 上的算子，按它们在 CPU 上的时间排序（`on the CPU, by CPU time`）；
 # - 最后是下文提到的那些行，不管它们排在第几（`rows named in the text`）。
 #
-# 表头里，operation or kernel 一列是算子或核函数的名字，calls 是调用次数，
-# self CPU us 和 self GPU us 是以微秒计的自身 CPU 时间和自身 GPU 时间；这些时间每次运行都不一样。
+# 性能分析器自己的行不参加排序，单独列在最后一行（`the profiler's own rows`）。
+# 在 GPU 上，性能分析器通过 NVIDIA 的 CUPTI 库记录核函数，CUPTI 会把自己的工作也记成行，
+# 例如 `Activity Buffer Request`，不单独列出的话，它可能排在 CPU 部分的第一位。
+#
+# 表头里，`operation or kernel` 一列是算子或核函数的名字，`calls` 是调用次数，
+# `self CPU us` 和 `self GPU us` 是以微秒计的自身 CPU 时间和自身 GPU 时间；这些时间每次运行都不一样。
 # `events.table(sort_by="self_device_time_total", row_limit=10)` 会打印 PyTorch 自带的版本，列更多。
 
 # %% tags=["nbval-ignore-output"]
@@ -123,6 +127,7 @@ NAMED = ["aten::addmm", "aten::mm", "aten::item", "ProfilerStep*"]
 if on_cuda:
     NAMED += ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)"]
     NAMED += ["cudaLaunchKernel", "cudaStreamSynchronize"]
+OWN = ["Activity Buffer Request", "Buffer Flush", "Instrumentation", "Resource"]  # CUPTI 自己的工作
 
 
 def show(title, rows):
@@ -138,13 +143,15 @@ def ranked(rows, time, count):
 
 
 print(f"  {'operation or kernel':<41}{'calls':>6}{'self CPU us':>12}{'self GPU us':>12}")
+steps = [e for e in events if e.key not in OWN]  # 把性能分析器自己的行分开
 if on_cuda:
-    on_gpu = [e for e in events if e.device_type != DeviceType.CPU]
+    on_gpu = [e for e in steps if e.device_type != DeviceType.CPU]
     show("on the GPU, by GPU time:", ranked(on_gpu, "self_device_time_total", 6))
-on_cpu = [e for e in events if e.device_type == DeviceType.CPU]
+on_cpu = [e for e in steps if e.device_type == DeviceType.CPU]
 show("on the CPU, by CPU time:", ranked(on_cpu, "self_cpu_time_total", 6))
 show("rows named in the text:", [e for name in NAMED for e in events if e.key == name])
 print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in events}] or "none")
+print("the profiler's own rows:", [e.key for e in events if e.key in OWN] or "none")
 
 # %% [markdown]
 # 这张表告诉我们该往哪里看，而不是直接给出结论。在 CPU 上（这里保存的输出就是 CPU 的），
@@ -157,8 +164,10 @@ print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in e
 # 它们的 CPU 时间量的是启动的开销；真正的计算出现在表的 GPU 部分：各个库按自己的命名规则命名的核函数，
 # 以及两种复制。`Memcpy HtoD (Pageable -> Device)` 是每一步把两个输入复制到 GPU 上，
 # `Memcpy DtoH (Device -> Pinned)` 是 `.item()` 把损失复制回来。CPU 这一侧则多出了 CUDA 运行时库的调用：
-# `cudaLaunchKernel` 每启动一个核函数就出现一次；`cudaStreamSynchronize` 是 `.item()` 等待的地方，
-# 它的自身 CPU 时间大多是 CPU 停在那里，等 GPU 做完这一步排好的工作。
+# `cudaLaunchKernel` 每启动一个核函数就出现一次；`cudaStreamSynchronize` 每一步出现三次。
+# `.item()` 在这里等损失算出来，两次 `.to(device)` 复制也各等一次：从普通（可分页）内存复制时，
+# PyTorch 先把复制排进队列，再等 GPU 的队列清空。它的自身 CPU 时间大多是 CPU 停在那里干等。
+# 像 [04](04-asynchrony-and-transfers.ipynb) 那样从锁页内存复制并设 `non_blocking=True`，复制排进队列后就不必等待。
 # 文中提到、这次运行却没有记录到的行会列在最后一行，而不是悄悄省略。
 # 这一段依据 PyTorch 源码写成；GPU 是否运行过现在这个单元格，见开头链接的 GPU 页面。
 #
@@ -185,8 +194,9 @@ print("outside the block, new tensors go to", torch.ones(1).device)
 # 如果模型大到不便建两遍，甚至在内存里根本放不下，还有第三个地方可以创建它：meta 设备。
 # meta 设备上的张量只有形状和数据类型，既不占存储，也没有数值，所以在上面搭模型几乎不花代价，
 # 而且可以在分配任何存储之前先核对形状和参数个数。随后，`to_empty(device=...)`
-# 在真正的设备上为每个参数分配存储，但不初始化；再由各层自己的 `reset_parameters()`
-# 在那里按通常的方式随机初始化。
+# 在真正的设备上为每个参数和缓冲区分配存储，但不初始化；再由各层自己的 `reset_parameters()`
+# 在那里按通常的方式初始化。单元格对每个有这个方法的模块都调用一次，
+# 这样 BatchNorm 的滑动均值和方差这类缓冲区也会填好；没有方法负责的缓冲区，要自己赋值。
 #
 # 单元格会检查初始化确实做了：`nn.Linear` 的权重在 ±1/√n 内均匀抽取（n 为输入个数），
 # 所以全部权重都在这个界限之内，标准差等于界限除以 √3。内存或显存里残留的旧数据通不过这项检查。
@@ -198,8 +208,8 @@ count = sum(parameter.numel() for parameter in big.parameters())
 print(f"{count:,} parameters on", big[0].weight.device, "with no memory behind them")
 big.to_empty(device=device)
 for module in big.modules():
-    if isinstance(module, nn.Linear):
-        module.reset_parameters()  # 通常的随机初始值，直接在设备上抽取
+    if hasattr(module, "reset_parameters"):
+        module.reset_parameters()  # 通常的初始值，直接在设备上生成
 print("after to_empty and reset_parameters:", big[0].weight.device)
 bound, weight = 1 / 1024**0.5, big[0].weight  # nn.Linear 的界限：1/sqrt(n)，n 为输入个数
 within = bool(weight.abs().max() <= bound)
@@ -230,8 +240,8 @@ print("with the twin's weights loaded, the outputs equal the CPU twin's:", same)
 # - 带调度的 `torch.profiler` 在预热之后记录几步训练，初始开销不会混进记录里。
 #   `key_averages()` 按名字汇总记录：执行了什么、执行了几次、各自的自身时间是多少。
 # - 在 CPU 上，表里列的是计算本身。在 CUDA GPU 上，表里按 GPU 时间列出 GPU 执行的核函数和复制，
-#   CPU 这一侧的行则是启动核函数和等待，比如 `.item()` 背后的 `cudaStreamSynchronize`。
+#   CPU 这一侧的行则是启动核函数和等待：`.item()` 和每次从普通内存复制的背后，都有一次 `cudaStreamSynchronize`。
 # - `with torch.device(device):` 让张量和层一开始就建在设备上。meta 设备能搭出只有形状、不占存储的模型；
 #   再用 `to_empty` 加 `reset_parameters()`，或者加载一个检查点，就能在要运行的设备上真正分配存储并初始化。
 #
-# 下一课：[11 – 三种瓶颈](11-three-limits.ipynb)，讲什么在限制一个 GPU 程序：算力、内存带宽，还是开销。
+# 下一课：[11 – 三种瓶颈](11-three-limits.ipynb)，讲什么在限制一个 GPU 程序：算力、显存带宽，还是开销。
