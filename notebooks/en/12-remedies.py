@@ -55,9 +55,9 @@ if d2l_gpu.num_gpus() == 0:
 #
 # Tensor cores multiply 16-bit numbers many times faster than float32 ones;
 # the float16 / bfloat16 column of 11's table says how much faster. bfloat16
-# keeps float32's range but only 8 significant bits;
-# float16 keeps 11 significant bits but overflows above 65,504. Which one to
-# use depends on the card. From the A100 on (CUDA compute capability 8.0)
+# keeps float32's range but only 8 significant bits; float16 keeps 11
+# significant bits but overflows above 65,504. Which one to use depends on
+# the card. From the A100 on (CUDA compute capability 8.0)
 # tensor cores take both. Older cards, among them the T4 that Colab often
 # lends and the V100, have tensor cores for float16 only: PyTorch still
 # accepts bfloat16 there, but runs it no faster than float32, often slower.
@@ -76,11 +76,10 @@ print(f"on {device}, the lower precision is {low_name}")
 # the lower precision and prints both rates. The inputs are cast once,
 # outside the timed call, so that the rate is that of the product alone and
 # can be held against 11's table, where about 80 % is as good as it gets. In
-# a model, `torch.autocast` does the
-# casting: inside its block, products run in the lower precision and the
-# rest stays float32. It casts the inputs of each product at every call,
-# which costs memory traffic of its own; the last line shows what autocast
-# returns.
+# a model, `torch.autocast` does the casting: inside its block, products run
+# in the lower precision and the rest stays float32. It casts the inputs at
+# every call (a layer's weights once per block), which costs memory traffic
+# of its own; the last line shows what autocast returns.
 #
 # On a CUDA GPU the cell also allows TF32 for float32 products
 # (`torch.set_float32_matmul_precision("high")`): inputs rounded to 11
@@ -184,7 +183,8 @@ else:
 # %% [markdown]
 # Fusion pays most where the chain is long and each step cheap: the
 # element-wise tails of a layer (bias, activation, dropout, normalization)
-# are the usual case, and the main reason `torch.compile` speeds up models.
+# are the usual case, and a large part of what `torch.compile` gains on a
+# model.
 #
 # ## Overhead: fewer launches, bigger batches
 #
