@@ -16,7 +16,7 @@ GPU_REPORT ?= build/gpu-check
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test unit lint format sync execute gpu-check gpu-publish \
-        test-browser constraints clean
+        test-browser site constraints clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -32,7 +32,7 @@ install: $(STAMP) ## create or refresh .venv with the pinned versions (constrain
 # JupyterLab with the settings in jupyter-config/ (a .py opens as a notebook, no news):
 # 127.0.0.1 only, Jupyter's own token, nothing served outside notebooks/.
 lab: $(STAMP) ## open the lessons in JupyterLab, the index first
-	JUPYTER_CONFIG_PATH=$(CURDIR)/jupyter-config $(VENV)/bin/jupyter lab \
+	JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config" $(VENV)/bin/jupyter lab \
 	    --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(LAB_ROOT) \
 	    --LabApp.default_url=/lab/tree/README.md \
 	    $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_OPTIONS)
@@ -64,9 +64,18 @@ gpu-check: ## on a GPU machine: GPU tests, the nccl demo, every lesson executed 
 gpu-publish: $(STAMP) ## publish a gpu-check report in notebooks/gpu/ and its README.md
 	$(PY) tools/publish_gpu.py $(GPU_REPORT)
 
-test-browser: $(STAMP) ## open, run and save a lesson in JupyterLab in headless Chromium
-	$(PY) -c 'import playwright' 2>/dev/null || $(PY) -m pip install -q -c constraints.txt -e '.[browser]'
+test-browser: $(STAMP) ## headless Chromium: a lesson run and saved in JupyterLab; the site read
+	$(PY) -c 'import playwright, myst_nb, jieba' 2>/dev/null || \
+	    $(PY) -m pip install -q -c constraints.txt -e '.[browser,site]'
 	$(PY) -m pytest -q -p no:cacheprovider tests/browser
+
+# The lessons as a website, from their stored outputs (site/build.py; the packages of the
+# 'site' extra are installed on first use). SITE_NOTEBOOKS=... builds from another copy.
+SITE_NOTEBOOKS ?= notebooks
+site: $(STAMP) ## build the lessons as a website in build/site/ (English and Chinese)
+	$(PY) -c 'import sphinx, myst_nb, sphinx_book_theme, jieba' 2>/dev/null || \
+	    $(PY) -m pip install -q -c constraints.txt -e '.[site]'
+	$(PY) site/build.py $(SITE_NOTEBOOKS)
 
 constraints: ## re-pin constraints.txt from a fresh resolve (then review the diff)
 	rm -rf $(VENV)-pin && $(PYTHON) -m venv $(VENV)-pin
