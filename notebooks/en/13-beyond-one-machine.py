@@ -55,9 +55,8 @@ if d2l_gpu.num_gpus() == 0:
 # - `MASTER_ADDR`, `MASTER_PORT`: where the processes meet to connect.
 #
 # The demo is a plain program, `all_reduce_demo.py`, in the `scripts` folder
-# beside the notebooks. Run with plain Python, outside `torchrun`, it does not
-# wait for partners that never come: it says how to launch it and exits with
-# status 2.
+# beside the notebooks. Run without `torchrun`, it waits for no partner: it
+# says how to launch it and exits with status 2.
 
 # %%
 import os
@@ -67,7 +66,9 @@ from pathlib import Path
 
 from d2l_gpu import distributed
 
-DEMO = Path("..", "scripts", "all_reduce_demo.py").resolve()
+# A script finds the demo beside its own file; a notebook runs in its own folder.
+here = Path(__file__).parent if "__file__" in globals() else Path.cwd()
+DEMO = (here / ".." / "scripts" / "all_reduce_demo.py").resolve()
 if "google.colab" in sys.modules and not DEMO.is_file():  # Colab opened this notebook alone
     clone = Path("d2l-gpu")
     if not clone.is_dir():  # a second run reuses the first one's clone
@@ -125,13 +126,14 @@ except RuntimeError as e:
 # `--standalone --local-addr 127.0.0.1` keeps a one-machine job on the loopback
 # interface and a free port. The function below gives each job a temporary
 # folder, where `torchrun` leaves its logs, and one CPU thread per process, which
-# `torchrun` itself sets only when it starts several. A job that outlives its
-# time limit is ended, and `torchrun` ends its processes with it.
+# `torchrun` itself sets only when it starts several; keywords add variables.
+# A job that outlives its time limit is ended, and `torchrun` ends its
+# processes with it.
 
 # %%
-def torchrun(*args, timeout=60):
+def torchrun(*args, timeout=60, **variables):
     with tempfile.TemporaryDirectory() as folder:
-        env = {**os.environ, "TMPDIR": folder, "OMP_NUM_THREADS": "1"}
+        env = {**os.environ, "TMPDIR": folder, "OMP_NUM_THREADS": "1", **variables}
         command = [sys.executable, "-m", "torch.distributed.run"]
         command += ["--standalone", "--local-addr", "127.0.0.1", *map(str, args)]
         job = subprocess.Popen(
@@ -151,41 +153,38 @@ def torchrun(*args, timeout=60):
 # and the backend they agreed on; rank 0 then prints the timings.
 
 # %% tags=["nbval-ignore-output"]
-code, out, err = torchrun("--nproc-per-node", 2, DEMO, "--sizes", 8, 64, 256, 1024)
-print(out if code == 0 else err)
+code, timings, err = torchrun("--nproc-per-node", 2, DEMO, "--sizes", 8, 64, 256, 1024)
+print(timings if code == 0 else err)
 
 # %% [markdown]
 # Whatever the hardware, the sums are the same: rank `r` sent
 # `[1, 2, 3, 4] * (r + 1)`, so with two processes every entry is multiplied by 3.
 
 # %%
-print(*sorted(line for line in out.splitlines() if "all_reduce(sum)" in line), sep="\n")
+print(*sorted(line for line in timings.splitlines() if "all_reduce(sum)" in line), sep="\n")
 
 # %% [markdown]
 # ## Communication costs more than computation
 #
 # Rank 0 timed the `all_reduce` of one matrix (a sum across two processes)
-# against the local sum `x + y` and the product `x @ x`. A collective finishes
-# only when every process has joined, so `d2l_gpu.benchmark`, which picks its
-# own number of calls, cannot time it: the processes would disagree and one
-# would wait forever. The demo makes a fixed number of calls, each after a
-# barrier, and waits for the device before reading the clock. So each
-# `all_reduce` pays its whole latency, while calls of the local operations,
-# timed in blocks, may overlap: keep that difference in mind when reading the
-# ratios printed above.
+# against the local sum `x + y` and the product `x @ x`. `d2l_gpu.benchmark`
+# picks its own number of calls, and processes that disagree on it would wait
+# forever inside a collective; so the demo makes a fixed number of calls, each
+# after a barrier, and waits for the device before reading the clock. Each
+# `all_reduce` thus pays its whole latency, while the local operations, timed
+# in blocks, may overlap: keep that in mind when reading the ratios.
 #
-# For the 256-byte matrix the `all_reduce` costs many times the local sum:
-# that is latency, waking the other process and a round trip through the
-# operating system, paid however little data there is. A product's work grows
-# with the cube of the side, its data only with the square, so at 4 MiB the
-# product may take longer than the communication: on a CPU, where it takes
-# milliseconds, it can. A GPU computes it in microseconds, while `gloo` still
-# copies through the host, so there the communication still takes far longer;
-# `nccl` is faster but still pays a fixed cost per call.
+# For 256 bytes the `all_reduce` costs many times the local sum: latency
+# (waking the other process, a round trip through the operating system) paid
+# however little data there is. A product's work grows with the cube of the
+# side, its data with the square, so at 4 MiB the product may take longer: on
+# a CPU it can. A GPU computes it in microseconds while `gloo` still copies
+# through the host, so there the communication takes far longer. `nccl` is
+# faster but also pays a fixed cost per call; no run of these lessons has
+# measured it (exercise 3 does, on two GPUs).
 #
-# The figure draws rank 0's medians from the job above against the message
-# size. Look at how little the `all_reduce` time changes over the small
-# messages, and at the gap between it and the local sum.
+# The figure draws rank 0's medians against the message size: see how flat the
+# `all_reduce` stays over small messages, and its gap to the local sum.
 
 # %% tags=["nbval-ignore-output"]
 import re
@@ -193,13 +192,13 @@ import re
 import matplotlib.pyplot as plt
 
 US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}  # the units Measurement prints, in µs
-sizes = [int(b.replace(",", "")) for b in re.findall(r"\(([\d,]+) bytes\)", out)]
-reduce_us = [float(t.replace(",", "")) for t in re.findall(r"all_reduce: ([\d,.]+) us", out)]
+sizes = [int(b.replace(",", "")) for b in re.findall(r"\(([\d,]+) bytes\)", timings)]
+reduce_us = [float(t.replace(",", "")) for t in re.findall(r"all_reduce: ([\d,.]+) us", timings)]
 add_us = [
     float(t.replace(",", "")) * US[unit]
-    for t, unit in re.findall(r"x \+ y: ([\d,.]+) (ns|us|ms|s) median", out)
+    for t, unit in re.findall(r"x \+ y: ([\d,.]+) (ns|us|ms|s) median", timings)
 ]
-setup = re.search(r"^timing on rank 0 \((.*)\):$", out, re.M)
+setup = re.search(r"^timing on rank 0 \((.*)\):$", timings, re.M)
 fig, ax = plt.subplots(figsize=(6, 3.6))
 ax.loglog(sizes, reduce_us, "o-", label="all_reduce (median of 10 calls)")
 ax.loglog(sizes, add_us, "s-", label="local x + y (benchmark median)")
@@ -211,14 +210,15 @@ plt.show()
 plt.close(fig)
 
 # %% [markdown]
-# The `all_reduce` line starts nearly flat, because its fixed cost outweighs
-# the bytes, and it stays above the local sum at every size.
+# The `all_reduce` line starts nearly flat (its fixed cost outweighs the
+# bytes) and stays above the local sum at every size.
 #
 # Training code does not call `all_reduce` itself. It wraps the model in
 # `torch.nn.parallel.DistributedDataParallel` (DDP), one process per GPU as here.
 # During `backward`, DDP packs the gradients into buckets of up to 25 MiB
 # (`bucket_cap_mb`) and all-reduces each bucket as soon as its gradients are
-# ready, while the rest of `backward` computes. So the fixed cost is paid per
+# ready, while the rest of `backward` computes; the first bucket holds at most
+# 1 MiB, so that communication starts early. So the fixed cost is paid per
 # bucket, not per tensor. The cell below builds DDP in a one-process job (an
 # in-memory meeting point instead of `torchrun`) so that it runs here:
 
@@ -274,21 +274,83 @@ finally:
 # %%
 code, out, err = torchrun("--nproc-per-node", 2, DEMO, "--fail-rank", 1, "--sizes")
 print("torchrun's exit status:", code)
-print(next(line for line in err.splitlines() if "RuntimeError: rank" in line).split(": ", 1)[1])
+failed = [line.split(": ", 1)[1] for line in err.splitlines() if "RuntimeError: rank" in line]
+print(failed[0] if failed else "no rank's error found in torchrun's output")
 print("rank 0 printed a sum:", "all_reduce(sum)" in out)
 
+
 # %% [markdown]
-# ## Exercises
+# ## Exercises, answered where this machine allows
 #
-# 1. Run the demo with 1, 2 and 4 processes (`--nproc-per-node`), one CPU thread
-#    each as here. How do the times of the small and of the 4 MiB message change
-#    with the number of processes?
-# 2. Add a larger size (`--sizes 8 64 256 1024 2048`) and draw the figure
-#    again. From which size on does the `all_reduce` grow in proportion to the
-#    bytes it sends?
-# 3. On a machine with two GPUs, compare `--backend nccl` with `--backend gloo`.
-#    Run with `NCCL_DEBUG=INFO`: which path does NCCL take between your cards
-#    (NVLink, PCIe peer-to-peer, or shared host memory)?
+# **1.** Run the demo with 1, 2 and 4 processes (`--nproc-per-node`), one CPU
+# thread each. How do the times of the smallest and of the 4 MiB message change
+# with the number of processes? The cell runs the counts the CPU cores allow,
+# one core each (more would time the sharing of cores); two ran above.
+
+# %% tags=["nbval-ignore-output"]
+def all_reduce_us(report):  # {bytes: all_reduce median in us}, from rank 0's lines
+    found = re.findall(r"\(([\d,]+) bytes\):\n  all_reduce: ([\d,.]+) us", report)
+    return {int(b.replace(",", "")): float(t.replace(",", "")) for b, t in found}
+
+
+cores = os.cpu_count() or 1
+reports = {2: timings}
+for count in (1, 4):
+    if count <= cores:
+        reports[count] = torchrun("--nproc-per-node", count, DEMO, "--sizes", 8, 1024)[1]
+for count in (1, 2, 4):
+    if count not in reports:
+        print(f"{count} processes: not run, {cores} CPU cores would be shared")
+        continue
+    us = {b: t for b, t in all_reduce_us(reports[count]).items() if b in (256, 4 * 2**20)}
+    times = ", ".join(f"{t:,.1f} us for {b:,} bytes" for b, t in us.items())
+    print(f"{count} process(es): all_reduce {times or 'not timed (the job failed)'}")
+
+# %% [markdown]
+# One process has no partner: its `all_reduce` costs little at any size. From
+# two on, each call waits for the others, and more processes mean more to hear
+# from.
+#
+# **2.** From which size on does the `all_reduce` grow in proportion to the
+# bytes? The cell reads the job above: each step's growth in time against
+# bytes, and a fixed cost plus bytes over a rate, fitted through the smallest
+# and the largest message.
+
+# %% tags=["nbval-ignore-output"]
+from itertools import pairwise
+
+if len(reduce_us) >= 2 and reduce_us[-1] > reduce_us[0]:
+    for (b0, t0), (b1, t1) in pairwise(zip(sizes, reduce_us, strict=True)):
+        print(f"{b0:>9,} -> {b1:>9,} bytes: {b1 / b0:3.0f}x the bytes, {t1 / t0:5.1f}x the time")
+    fixed = reduce_us[0]  # the smallest message: nearly all fixed cost
+    rate = (sizes[-1] - sizes[0]) / (reduce_us[-1] - reduce_us[0])  # bytes per us
+    print(f"about {fixed:,.0f} us fixed, then {rate / 1e3:.2f} GB/s;")
+    print(f"the bytes cost as much as the fixed part from about {fixed * rate:,.0f} bytes on")
+else:
+    print("nothing to fit: the job above failed, or its all_reduce did not grow")
+
+# %% [markdown]
+# Below that size the fixed cost rules and the time barely moves; above it the
+# bytes take over. Hence DDP's large buckets.
+#
+# **3.** With two GPUs, compare `--backend nccl` with `gloo`, and with
+# `NCCL_DEBUG=INFO` set, find which path NCCL takes between the cards (NVLink,
+# PCIe peer-to-peer or host memory): its log names it after "via". The cell
+# needs two CUDA GPUs; no GPU has run it yet.
+
+# %% tags=["nbval-ignore-output"]
+gpus = torch.cuda.device_count()
+if gpus >= 2:
+    for backend in ("nccl", "gloo"):
+        args = ("--nproc-per-node", 2, DEMO, "--backend", backend, "--sizes", 8, 1024)
+        code, report, err = torchrun(*args, NCCL_DEBUG="INFO")
+        times = ", ".join(f"{t:,.1f} us for {b:,} bytes" for b, t in all_reduce_us(report).items())
+        print(f"{backend}: all_reduce {times or 'not timed (the job failed)'}")
+        if backend == "nccl":
+            paths = sorted(set(re.findall(r" via (\S+)", report + err)))
+            print("NCCL's paths:", ", ".join(paths) or "none in its log")
+else:
+    print(f"{gpus} CUDA GPU(s): exercise 3 needs two, so nothing ran here.")
 
 # %% [markdown]
 # ## What this lesson showed

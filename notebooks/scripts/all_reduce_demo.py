@@ -82,13 +82,13 @@ def time_all_reduce(me: distributed.Rank, data: torch.Tensor, repeats: int) -> l
 def timing_report(me: distributed.Rank, sizes: list[int], repeats: int) -> list[str]:
     gen, lines = torch.Generator().manual_seed(me.rank), []
     for n in sizes:
-        x = torch.rand(n, n, generator=gen).to(me.device)
+        x, y = (torch.rand(n, n, generator=gen).to(me.device) for _ in range(2))
         comm = statistics.median(time_all_reduce(me, x, repeats))  # every rank takes part
         if me.rank != 0:
             continue
         add, mm = (
             d2l_gpu.benchmark(fn, device=me.device, label=label, min_run_time=0.05)
-            for fn, label in ((lambda x=x: x + x, "x + y"), (lambda x=x: x @ x, "x @ x"))
+            for fn, label in ((lambda x=x, y=y: x + y, "x + y"), (lambda x=x: x @ x, "x @ x"))
         )
         longer = "x @ x" if mm.median > comm else "the all_reduce"
         lines += [

@@ -1,5 +1,5 @@
 # %% [markdown]
-# # 走出一台机器：进程、设备与 `torch.distributed`
+# # 走出单机：进程、设备与 `torch.distributed`
 #
 # [![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://colab.research.google.com/github/d2l-gpu/d2l-gpu/blob/main/notebooks/zh/13-beyond-one-machine.ipynb)
 #
@@ -54,8 +54,7 @@ if d2l_gpu.num_gpus() == 0:
 # - `MASTER_ADDR`、`MASTER_PORT`：各进程会合、建立连接的地址。
 #
 # 演示程序是一个普通脚本 `all_reduce_demo.py`，放在笔记本旁边的 `scripts` 文件夹里。
-# 不经 `torchrun`、直接用 Python 运行时，它不会傻等永远不来的同伴，而是说明该怎样
-# 启动它，然后以状态码 2 退出。
+# 不经 `torchrun` 直接运行时，它不等任何同伴，而是说明该怎样启动它，然后以状态码 2 退出。
 
 # %%
 import os
@@ -65,7 +64,9 @@ from pathlib import Path
 
 from d2l_gpu import distributed
 
-DEMO = Path("..", "scripts", "all_reduce_demo.py").resolve()
+# 脚本在自己的文件旁边找演示程序；笔记本在它所在的文件夹里运行。
+here = Path(__file__).parent if "__file__" in globals() else Path.cwd()
+DEMO = (here / ".." / "scripts" / "all_reduce_demo.py").resolve()
 if "google.colab" in sys.modules and not DEMO.is_file():  # Colab 单独打开了这个笔记本
     clone = Path("d2l-gpu")
     if not clone.is_dir():  # 再次运行时沿用第一次克隆的仓库
@@ -118,12 +119,13 @@ except RuntimeError as e:
 # `python -m torch.distributed.run` 是同一个程序）。`--standalone --local-addr 127.0.0.1`
 # 让单机作业只走回环接口，并使用一个空闲端口。下面的函数给每个作业一个临时文件夹，
 # `torchrun` 的日志就写在这个文件夹里；它还让每个进程只用一个 CPU 线程，而 `torchrun` 自己只在
-# 启动多个进程时才这样设置。作业超过时间上限就被结束，`torchrun` 会连同它的进程一起结束。
+# 启动多个进程时才这样设置；关键字参数用来添加环境变量。作业超过时间上限就被结束，
+# `torchrun` 会连同它的进程一起结束。
 
 # %%
-def torchrun(*args, timeout=60):
+def torchrun(*args, timeout=60, **variables):
     with tempfile.TemporaryDirectory() as folder:
-        env = {**os.environ, "TMPDIR": folder, "OMP_NUM_THREADS": "1"}
+        env = {**os.environ, "TMPDIR": folder, "OMP_NUM_THREADS": "1", **variables}
         command = [sys.executable, "-m", "torch.distributed.run"]
         command += ["--standalone", "--local-addr", "127.0.0.1", *map(str, args)]
         job = subprocess.Popen(
@@ -138,39 +140,38 @@ def torchrun(*args, timeout=60):
 
 
 # %% [markdown]
-# 在这台机器上启动两个进程，计时用边长为 8、64、256 和 1024 的 float32 方阵
-# （从 256 字节到 4 MiB）。
-# 每个进程打印自己的编号、设备和大家商定的通信后端；然后 0 号进程打印计时结果。
+# 下面在这台机器上启动两个进程，用边长为 8、64、256 和 1024 的 float32 方阵
+# （256 字节到 4 MiB）计时。每个进程打印自己的编号、设备和各进程商定的通信后端；
+# 然后 0 号进程打印计时结果。
 
 # %% tags=["nbval-ignore-output"]
-code, out, err = torchrun("--nproc-per-node", 2, DEMO, "--sizes", 8, 64, 256, 1024)
-print(out if code == 0 else err)
+code, timings, err = torchrun("--nproc-per-node", 2, DEMO, "--sizes", 8, 64, 256, 1024)
+print(timings if code == 0 else err)
 
 # %% [markdown]
 # 不论硬件如何，求和结果都一样：编号为 `r` 的进程发送 `[1, 2, 3, 4] * (r + 1)`，
 # 两个进程时每个元素都乘以 3。
 
 # %%
-print(*sorted(line for line in out.splitlines() if "all_reduce(sum)" in line), sep="\n")
+print(*sorted(line for line in timings.splitlines() if "all_reduce(sum)" in line), sep="\n")
 
 # %% [markdown]
 # ## 通信比计算更耗时
 #
 # 0 号进程拿同一个矩阵，比较了 `all_reduce`（对两个进程的矩阵求和）、本地求和 `x + y`
-# 和矩阵乘法 `x @ x` 的耗时。集合通信要等所有进程都加入才会完成；`d2l_gpu.benchmark`
-# 会自己决定调用多少次，所以不能用它来计时，否则两个进程的调用次数不同，其中一个会永远等下去。
-# 演示程序固定调用次数，每次调用前先用屏障（barrier）让各进程对齐，读时钟之前先等设备做完。
-# 这样，每次 `all_reduce` 都付出了全部延迟；而本地运算按块计时，相邻的调用可能重叠。
-# 读上面打印的比值时要记住这点差别。
+# 和矩阵乘法 `x @ x` 的耗时。`d2l_gpu.benchmark` 会自己决定调用多少次，而各进程的调用次数
+# 一旦不同，就会在集合通信里永远等下去；所以演示程序固定调用次数，每次调用前先用屏障
+# （barrier）让各进程对齐，读时钟之前先等设备做完。这样，每次 `all_reduce` 都付出了全部延迟；
+# 而本地运算按块计时，相邻的调用可能重叠。读上面打印的比值时要记住这点差别。
 #
-# 对 256 字节的矩阵，`all_reduce` 的耗时是本地求和的许多倍。这就是延迟：唤醒另一个进程、
-# 经操作系统往返一趟，数据再少也要付这笔开销。乘法的工作量随边长的立方增长，数据量只随
-# 平方增长，所以到 4 MiB 时，乘法的耗时有可能超过通信。在 CPU 上，这次乘法的耗时以毫秒计，
-# 确实可能超过。GPU 算完它只需以微秒计的时间，而 `gloo` 仍要经主机中转数据，所以在 GPU 上，
-# 通信的耗时仍远超乘法。`nccl` 更快，但每次调用仍有一笔固定开销。
+# 对 256 字节的矩阵，`all_reduce` 的耗时是本地求和的许多倍。这就是延迟（唤醒另一个进程、
+# 经操作系统往返一趟），数据再少也要付。乘法的工作量随边长的立方增长，数据量只随平方增长，
+# 所以到 4 MiB 时，乘法有可能更慢：在 CPU 上确实可能。GPU 算完它只需以微秒计的时间，
+# 而 `gloo` 仍要经主机中转数据，所以在 GPU 上通信的耗时远超乘法。`nccl` 更快，
+# 但每次调用同样有一笔固定开销；这些课还没有哪次运行测过它（练习 3 在两块 GPU 上测量）。
 #
-# 下图以消息大小为横轴，画出上面作业里 0 号进程测得的中位数。请留意两点：消息较小时，
-# `all_reduce` 的耗时几乎不随大小变化；它和本地求和之间隔着很大的差距。
+# 下图以消息大小为横轴，画出 0 号进程测得的中位数。请留意：消息较小时，`all_reduce`
+# 的耗时几乎不变；它和本地求和之间隔着很大的差距。
 
 # %% tags=["nbval-ignore-output"]
 import re
@@ -178,13 +179,13 @@ import re
 import matplotlib.pyplot as plt
 
 US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}  # Measurement 打印的时间单位，换算成 µs
-sizes = [int(b.replace(",", "")) for b in re.findall(r"\(([\d,]+) bytes\)", out)]
-reduce_us = [float(t.replace(",", "")) for t in re.findall(r"all_reduce: ([\d,.]+) us", out)]
+sizes = [int(b.replace(",", "")) for b in re.findall(r"\(([\d,]+) bytes\)", timings)]
+reduce_us = [float(t.replace(",", "")) for t in re.findall(r"all_reduce: ([\d,.]+) us", timings)]
 add_us = [
     float(t.replace(",", "")) * US[unit]
-    for t, unit in re.findall(r"x \+ y: ([\d,.]+) (ns|us|ms|s) median", out)
+    for t, unit in re.findall(r"x \+ y: ([\d,.]+) (ns|us|ms|s) median", timings)
 ]
-setup = re.search(r"^timing on rank 0 \((.*)\):$", out, re.M)
+setup = re.search(r"^timing on rank 0 \((.*)\):$", timings, re.M)
 fig, ax = plt.subplots(figsize=(6, 3.6))
 ax.loglog(sizes, reduce_us, "o-", label="all_reduce (median of 10 calls)")
 ax.loglog(sizes, add_us, "s-", label="local x + y (benchmark median)")
@@ -202,7 +203,8 @@ plt.close(fig)
 # 训练代码并不自己调用 `all_reduce`，而是把模型包进
 # `torch.nn.parallel.DistributedDataParallel`（DDP），和这里一样每块 GPU 一个进程。
 # 在 `backward` 期间，DDP 把梯度装进最大 25 MiB 的梯度桶（`bucket_cap_mb`）。
-# 一个桶的梯度一算完，就对它做 all-reduce，同时 `backward` 的其余部分继续计算。
+# 一个桶的梯度一算完，就对它做 all-reduce，同时 `backward` 的其余部分继续计算；
+# 第一个桶最多 1 MiB，好让通信尽早开始。
 # 所以固定开销按桶计，而不是按张量计。下面的单元格在只有一个进程的作业里构建 DDP
 # （用内存里的会合点代替 `torchrun`），所以在这里也能运行：
 
@@ -254,19 +256,79 @@ finally:
 # %%
 code, out, err = torchrun("--nproc-per-node", 2, DEMO, "--fail-rank", 1, "--sizes")
 print("torchrun's exit status:", code)
-print(next(line for line in err.splitlines() if "RuntimeError: rank" in line).split(": ", 1)[1])
+failed = [line.split(": ", 1)[1] for line in err.splitlines() if "RuntimeError: rank" in line]
+print(failed[0] if failed else "no rank's error found in torchrun's output")
 print("rank 0 printed a sum:", "all_reduce(sum)" in out)
 
+
 # %% [markdown]
-# ## 练习
+# ## 练习：这台机器允许的就测量
 #
-# 1. 用 1、2、4 个进程（`--nproc-per-node`）运行演示程序，每个进程像这里一样只用一个
-#    CPU 线程。小消息和 4 MiB 消息的耗时怎样随进程数变化？
-# 2. 再加一个更大的边长（`--sizes 8 64 256 1024 2048`），重新画图。从多大开始，
-#    `all_reduce` 的耗时与它发送的字节数成正比？
-# 3. 在有两块 GPU 的机器上，比较 `--backend nccl` 和 `--backend gloo`。设置
-#    `NCCL_DEBUG=INFO` 再运行：在你的卡之间，NCCL 走的是哪条路径（NVLink、
-#    PCIe 点对点，还是共享的主机内存）？
+# **1.** 用 1、2、4 个进程（`--nproc-per-node`）运行演示程序，每个进程只用一个 CPU 线程。
+# 最小的消息和 4 MiB 消息的耗时怎样随进程数变化？单元格只运行 CPU 核心数允许的进程数，
+# 每个进程一个核心（再多，测到的就是核心的争用）；两个进程的作业上面已经运行过。
+
+# %% tags=["nbval-ignore-output"]
+def all_reduce_us(report):  # {字节数: all_reduce 时间的中位数（微秒）}，取自 0 号进程打印的行
+    found = re.findall(r"\(([\d,]+) bytes\):\n  all_reduce: ([\d,.]+) us", report)
+    return {int(b.replace(",", "")): float(t.replace(",", "")) for b, t in found}
+
+
+cores = os.cpu_count() or 1
+reports = {2: timings}
+for count in (1, 4):
+    if count <= cores:
+        reports[count] = torchrun("--nproc-per-node", count, DEMO, "--sizes", 8, 1024)[1]
+for count in (1, 2, 4):
+    if count not in reports:
+        print(f"{count} processes: not run, {cores} CPU cores would be shared")
+        continue
+    us = {b: t for b, t in all_reduce_us(reports[count]).items() if b in (256, 4 * 2**20)}
+    times = ", ".join(f"{t:,.1f} us for {b:,} bytes" for b, t in us.items())
+    print(f"{count} process(es): all_reduce {times or 'not timed (the job failed)'}")
+
+# %% [markdown]
+# 只有一个进程时没有同伴，它的 `all_reduce` 不论消息多大都很快。从两个进程起，
+# 每次调用都要等其他进程；进程越多，要等的同伴越多。
+#
+# **2.** 从多大开始，`all_reduce` 的耗时与字节数成正比？单元格读取上面那个作业的结果：
+# 每增大一档，耗时和字节数各增长多少；再用最小和最大两条消息，拟合出
+# “固定开销加上字节数除以速率”。
+
+# %% tags=["nbval-ignore-output"]
+from itertools import pairwise
+
+if len(reduce_us) >= 2 and reduce_us[-1] > reduce_us[0]:
+    for (b0, t0), (b1, t1) in pairwise(zip(sizes, reduce_us, strict=True)):
+        print(f"{b0:>9,} -> {b1:>9,} bytes: {b1 / b0:3.0f}x the bytes, {t1 / t0:5.1f}x the time")
+    fixed = reduce_us[0]  # 最小的消息：几乎全是固定开销
+    rate = (sizes[-1] - sizes[0]) / (reduce_us[-1] - reduce_us[0])  # 每微秒的字节数
+    print(f"about {fixed:,.0f} us fixed, then {rate / 1e3:.2f} GB/s;")
+    print(f"the bytes cost as much as the fixed part from about {fixed * rate:,.0f} bytes on")
+else:
+    print("nothing to fit: the job above failed, or its all_reduce did not grow")
+
+# %% [markdown]
+# 小于这个大小时，固定开销占主导，耗时几乎不变；大于它时，字节数占了上风。
+# 所以 DDP 用大的梯度桶。
+#
+# **3.** 在有两块 GPU 的机器上，比较 `--backend nccl` 和 `gloo`，并设置 `NCCL_DEBUG=INFO`，
+# 看看 NCCL 在两块卡之间走的是哪条路径（NVLink、PCIe 点对点，还是主机内存）：
+# 它的日志在 `via` 后面写出路径。这个单元格需要两块 CUDA GPU，还没有在 GPU 上运行过。
+
+# %% tags=["nbval-ignore-output"]
+gpus = torch.cuda.device_count()
+if gpus >= 2:
+    for backend in ("nccl", "gloo"):
+        args = ("--nproc-per-node", 2, DEMO, "--backend", backend, "--sizes", 8, 1024)
+        code, report, err = torchrun(*args, NCCL_DEBUG="INFO")
+        times = ", ".join(f"{t:,.1f} us for {b:,} bytes" for b, t in all_reduce_us(report).items())
+        print(f"{backend}: all_reduce {times or 'not timed (the job failed)'}")
+        if backend == "nccl":
+            paths = sorted(set(re.findall(r" via (\S+)", report + err)))
+            print("NCCL's paths:", ", ".join(paths) or "none in its log")
+else:
+    print(f"{gpus} CUDA GPU(s): exercise 3 needs two, so nothing ran here.")
 
 # %% [markdown]
 # ## 本课小结
