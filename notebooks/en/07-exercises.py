@@ -147,6 +147,8 @@ with tempfile.TemporaryDirectory() as folder:
 # %% [markdown]
 # The first error is what a machine without CUDA prints when asked for a GPU,
 # and, more often, when it opens a GPU's checkpoint without `map_location`.
+# The last line shows `weights_only=True` refusing to rebuild the class
+# `Sequential`.
 # The recipe: save `model.state_dict()`; load it with `weights_only=True` and a
 # `map_location` (`"cpu"`, a device, or a mapping such as `{"cuda:1": "cuda:0"}`);
 # then `model.load_state_dict(...)`. Loading onto the CPU first also keeps a large
