@@ -183,11 +183,11 @@ print("(a) and (b) log the same numbers:", same)
 # when a step's GPU work must wait for its host work. Here the matrices are
 # already on the device. On a CPU nothing waits: (a) and (b) should take about
 # as long. On a GPU at n = 100 the host is the bottleneck and the GPU idles
-# either way, so the gap, (a)'s round trip against (b)'s write, is small and
-# machine-dependent. So on a CUDA GPU the cell grows n until the GPU takes five
-# times as long as the host per step (`d2l_gpu.host_and_device_seconds` times
-# one step of (b)), and compares there, taking the 1000 products from ten
-# pairs. No GPU has run this cell yet.
+# either way, so the gap, (a)'s round trip against (b)'s write, is small,
+# machine-dependent and too near the band's edge to call. So on a CUDA GPU the
+# cell grows n until the GPU takes five times as long as the host per step
+# (`d2l_gpu.host_and_device_seconds` times one step of (b)), and compares
+# there, taking the 1000 products from ten pairs. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output"]
 n = 100
