@@ -1,5 +1,7 @@
-"""`make lab` on a copy of notebooks/, for the browser test (`make test-browser` only)."""
+"""`make lab` on a copy of notebooks/, and `make site`, for the browser tests
+(`make test-browser` only)."""
 
+import importlib.util
 import os
 import secrets
 import shutil
@@ -14,6 +16,9 @@ import pytest
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+CHROMIUM = "/usr/bin/chromium"  # Debian's (apt-get install chromium); Playwright drives it
+ARGS = ["--disable-dev-shm-usage", "--disable-gpu"] + (["--no-sandbox"] * (os.geteuid() == 0))
+SITE_EXTRA = ["sphinx", "myst_nb", "sphinx_book_theme", "jieba"]  # what pip install '.[site]' adds
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -65,3 +70,16 @@ def lab(tmp_path_factory):
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    """build/site/ as `make site` builds it from notebooks/ now (SITE_NOTEBOOKS: another copy)."""
+    if missing := [name for name in SITE_EXTRA if importlib.util.find_spec(name) is None]:
+        pytest.skip(f"the 'site' extra is not installed (no {', '.join(missing)}): `make site`")
+    built = subprocess.run(
+        ["make", "-s", "-C", str(REPOSITORY), "site"], capture_output=True, text=True, timeout=600
+    )
+    if built.returncode:
+        pytest.fail(f"`make site` failed:\n{built.stdout[-3000:]}{built.stderr[-3000:]}", False)
+    return REPOSITORY / "build" / "site"

@@ -12,11 +12,9 @@ import pytest
 from jupytext.config import load_jupytext_config
 from playwright.sync_api import sync_playwright
 
-from tests.browser.conftest import get
+from tests.browser.conftest import ARGS, CHROMIUM, get
 
-CHROMIUM = "/usr/bin/chromium"  # Debian's (apt-get install chromium); Playwright drives it
 LESSON = ("en", "02-computing-devices.py")
-ARGS = ["--disable-dev-shm-usage", "--disable-gpu"] + (["--no-sandbox"] * (os.geteuid() == 0))
 
 
 def menu(page, name: str, item: str) -> None:
