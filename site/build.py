@@ -27,7 +27,7 @@ RECORD = ("{gpu}, driver {driver}, torch {torch} (CUDA {cuda}), {date}, commit {
           " {same} of {total} code cells as run.")  # as notebooks/gpu/README.md says it
 SAY = {
     "en": dict(colab="Open in Colab", get="Download the notebook",
-        made="Outputs from a run on {device} with torch {torch}, {date}.",
+        made="Outputs from a run on {device} with torch {torch}, {date}. ",
         gpu="[What {gpu} printed]({page}) on {date}: it ran {same} of these {total} cells as is.",
         none="No GPU has run this lesson yet."),
     "zh": dict(colab="在 Colab 中打开", get="下载笔记本", none="还没有 GPU 运行过这一课。",
@@ -97,7 +97,7 @@ def stage(notebooks: Path, lang: str, manifests: list) -> None:
         if not made:
             raise SystemExit(f"{lesson}: no record of what made its outputs (tools/execute.py)")
         gpus = [say["gpu"].format(**run) for run in runs.get(f"{lang}/{lesson.stem}", [])]
-        said = say["made"].format(**made) + " " + (" ".join(gpus) or say["none"])
+        said = say["made"].format(**made) + (" ".join(gpus) or say["none"])
         buttons = BUTTONS.format(**say, ipynb=relpath(lesson, out), url="{url}")
         stage_notebook(lesson, out / lesson.name, f"{buttons}\n\n{said}")
     if lang == "zh":  # the glossary, README.md as the zh lessons link to it
