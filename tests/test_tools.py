@@ -1,21 +1,29 @@
-"""tools/: execute's cell ids, gpu-check on this machine, publish on a fabricated report."""
+"""tools/: execute's cell ids, gpu-check on this machine, publish on a fabricated report;
+make lab from a path with a space; the GPU page's counts of the current lessons."""
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
-import nbformat
 import pytest
 import torch
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from d2l_gpu import report as d2l_report
 from d2l_gpu.report import listed_gpus
+
+# A bare GPU box has no Jupyter: these tests skip there, and the gpu tests elsewhere run.
+nbformat = pytest.importorskip("nbformat", reason="the tools' tests read notebooks")
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-import execute  # noqa: E402
+import gpu_check  # noqa: E402
 import publish_gpu  # noqa: E402
 
 KERNEL = {"display_name": "Python 3", "language": "python", "name": "python3"}
@@ -30,6 +38,9 @@ def notebook(*cells, tags=None) -> nbformat.NotebookNode:
 
 
 def test_execute_keeps_the_ids_of_kept_and_edited_cells(tmp_path):
+    pytest.importorskip("jupytext", reason="tools/execute.py writes through Jupytext")
+    import execute
+
     previous = tmp_path / "lesson.ipynb"
     old = notebook("# Title", "x = 1", "# Prose", "print(x)")
     nbformat.write(old, previous)
@@ -44,8 +55,8 @@ def test_execute_keeps_the_ids_of_kept_and_edited_cells(tmp_path):
     assert [c.id for c in again.cells] == ids, "a re-run gives the same ids"
 
 
-def run_gpu_check(tmp_path: Path, *args: str, path: str | None = None):
-    env = {**os.environ, "PATH": path or os.environ["PATH"]}
+def run_gpu_check(tmp_path: Path, *args: str, path: str | None = None, **env: str):
+    env = {**os.environ, "PATH": path or os.environ["PATH"], **env}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     report = tmp_path / "report"
     command = [sys.executable, str(ROOT / "tools/gpu_check.py"), "--report", str(report), *args]
@@ -138,3 +149,167 @@ def test_publish_refuses_a_run_without_a_gpu(tmp_path):
     with pytest.raises(SystemExit, match="no GPU"):
         publish_gpu.publish(report, notebooks)
     assert not (notebooks / "gpu").exists()
+
+
+@pytest.mark.skipif(TORCH_SEES_A_GPU or listed_gpus(), reason="this machine has a GPU")
+def steps(report: Path) -> dict[str, str]:
+    """Each step's outcome in a gpu-check report."""
+    return {s["step"]: s["outcome"] for s in json.loads((report / "run.json").read_text())["steps"]}
+
+
+@pytest.mark.parametrize(
+    "hidden",  # a bare GPU box: no Jupyter, no pytest plugins; then with all but Jupytext
+    [["nbclient", "nbformat", "ipykernel", "jupytext", "jupyterlab", "nbval"], ["jupytext"]],
+)
+def test_gpu_check_on_a_bare_box_runs_the_gpu_tests_and_says_what_the_lessons_need(
+    tmp_path, hidden
+):
+    (tmp_path / "sitecustomize.py").write_text(
+        f"import sys\nsys.modules.update(dict.fromkeys({hidden}))"
+    )
+    bare = len(hidden) > 1  # else: no lesson is run, they would need minutes
+    lessons = ["notebooks/en/01-*.ipynb", "notebooks/zh/01-*.ipynb"] if bare else ["none*"]
+    env = {"PYTHONPATH": str(tmp_path), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    done, report = run_gpu_check(tmp_path, "--lessons", *lessons, **env)
+    outcomes, log = steps(report), (report / "gpu-tests.log").read_text()
+    assert outcomes["info"] == outcomes["gpu-tests"] == "passed" and " skipped" in log, log
+    assert done.returncode == 1 and "lessons" in outcomes  # not run, or no lesson matched
+    if bare:
+        python = sys.executable
+        assert outcomes["lessons"] == (
+            "not run: the 2 lessons need nbclient, nbformat, ipykernel, which this Python lacks; "
+            f"CONTRIBUTING.md's wheel recipe adds them: {python} -m pip install --no-index "
+            f"--find-links build/wheels --target build/site {gpu_check.WHEELS}, then "
+            f"PYTHONPATH=build/site make gpu-check GPU_PYTHON={python}"
+        )
+        assert f'PKGS="{gpu_check.WHEELS}"' in (ROOT / "CONTRIBUTING.md").read_text()
+        assert done.stdout.rstrip().endswith(f"not run: lessons; report in {report}")
+
+
+def test_gpu_check_replaces_only_a_report_it_wrote(tmp_path):
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    gpu_check.fresh(mine)
+    (mine / "old.log").write_text("from the last run")
+    gpu_check.fresh(mine)
+    assert os.listdir(mine) == [gpu_check.MARK]
+    theirs.mkdir()  # such as the checkout itself, or notebooks/gpu
+    (theirs / "notes.txt").write_text("keep")
+    with pytest.raises(SystemExit, match="holds files gpu-check did not write .* left as it is"):
+        gpu_check.fresh(theirs)
+    with pytest.raises(SystemExit, match="notes.txt is a file; --report takes a folder"):
+        gpu_check.fresh(theirs / "notes.txt")
+    assert os.listdir(theirs) == ["notes.txt"]
+
+
+def test_a_step_that_times_out_ends_with_all_it_started_also_in_other_process_groups(tmp_path):
+    # As torchrun starts its ranks: each in a session of its own, holding the step's output.
+    rank = "import time; time.sleep(120)"
+    agent = (
+        "import subprocess, sys, time\n"
+        f"rank = subprocess.Popen([sys.executable, '-c', {rank!r}], start_new_session=True)\n"
+        f"open({str(tmp_path / 'rank')!r}, 'w').write(str(rank.pid))\n"
+        "time.sleep(120)\n"
+    )
+    result = []
+    step = threading.Thread(
+        target=lambda: result.append(gpu_check.run_step(tmp_path, "job", ["-c", agent], 3)),
+        daemon=True,
+    )
+    step.start()
+    step.join(30)
+    pid = int((tmp_path / "rank").read_text())
+    alive = (
+        Path(f"/proc/{pid}/stat").exists()
+        and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    )
+    if alive:  # the planted fault: end what the test started
+        os.kill(pid, 9)
+    assert result and result[0][:2] == ("job", "failed: timed out after 3 s") and not alive
+
+
+def test_gpu_check_keeps_to_its_budget_and_names_the_steps_it_cut(tmp_path):
+    lessons = ["--lessons", "notebooks/en/01-*.ipynb"]
+    done, report = run_gpu_check(tmp_path, "--budget", "0.01", *lessons)
+    outcomes = steps(report)
+    cut = "cut: the budget of 0.01 s was spent before it started"
+    assert outcomes["info"] == outcomes["gpu-tests"] == outcomes["en/01-introduction"] == cut
+    assert "cut by the budget: info, gpu-tests, en/01-introduction" in done.stdout
+    assert done.returncode == 1
+    lesson = tmp_path / "01-sleeps.ipynb"  # a cell that would take ten minutes
+    nbformat.write(notebook("# A", "import time\ntime.sleep(600)"), lesson)
+    tik = time.monotonic()
+    outcome, _ = gpu_check.execute(lesson, tmp_path / "ran.ipynb", 120, time.monotonic() + 5)
+    assert outcome.startswith("failed: ") and time.monotonic() - tik < 60
+
+
+def test_gpu_check_waits_seconds_for_a_hung_nvidia_smi_and_says_so(tmp_path, monkeypatch):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\nexec sleep 60\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.defpath}")
+    monkeypatch.setattr(d2l_report, "SMI_SECONDS", 0.5)
+    tik = time.monotonic()
+    facts = gpu_check.machine()
+    assert time.monotonic() - tik < 5 and facts["driver"] is None
+    assert facts["notes"] == [
+        "nvidia-smi did not answer within 0.5 s, so the driver is not recorded"
+    ]
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("run", "lines"),  # run.json (None: a valid one, and a lesson that is no notebook)
+    [
+        ("{not json", "not JSON in UTF-8"),
+        ("[]", r"an object with gpus and steps expected, got \[\]"),
+        ('{"gpus": "H100", "steps": 5}', "gpus must be a list of GPU names|steps must be"),
+        ('{"gpus": [5], "steps": [{"step": "en/01-x"}]}', r"gpus must|steps\[0\] must hold a step"),
+        *[
+            (f'{{"gpus": ["{n}"], "steps": []}}', f"{n}' has no ASCII letter")
+            for n in ("显卡", "../", " ")
+        ],
+        (
+            '{"gpus": ["X"], "steps": [{"step": "../../en/01-x", "outcome": "passed"}]}',
+            "is no lesson name",
+        ),
+        (None, "nothing published, .*fake-gpu-9000 is as it was \\(NotJSONError"),
+    ],
+)
+def test_publish_refuses_a_broken_report_in_one_line_a_field_and_changes_nothing(
+    tmp_path, run, lines
+):
+    notebooks, report = fabricated(tmp_path, ["Fake GPU 9000"])
+    publish_gpu.publish(report, notebooks)  # a machine published before
+    before = _files(notebooks)
+    shutil.copytree(report / "executed/en", tmp_path / "en")  # where ../../en/01-x points
+    if run is None:
+        (report / "executed/en/01-x.ipynb").write_text("{not json")
+    else:
+        (report / "run.json").write_text(run)
+    with pytest.raises(SystemExit) as refused:
+        publish_gpu.publish(report, notebooks)
+    said, lines = str(refused.value).splitlines(), lines.split("|")
+    assert len(said) == len(lines) and all(map(re.search, lines, said)), said
+    assert _files(notebooks) == before
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_make_lab_runs_from_a_folder_whose_path_holds_a_space(tmp_path):
+    checkout = tmp_path / "a b" / "d2l gpu"
+    (checkout / ".venv/bin").mkdir(parents=True)
+    shutil.copy(ROOT / "Makefile", checkout)
+    jupyter = checkout / ".venv/bin/jupyter"  # says where lab would read its settings
+    jupyter.write_text('#!/bin/sh\necho "$JUPYTER_CONFIG_PATH"\n')
+    jupyter.chmod(0o755)
+    command = ["make", "-s", "-o", ".venv/.installed", "lab"]
+    done = subprocess.run(command, cwd=checkout, capture_output=True, text=True, timeout=60)
+    assert done.stdout == f"{checkout / 'jupyter-config'}\n", done.stderr
+
+
+def test_the_gpu_page_counts_what_each_machine_ran_of_the_current_lessons():
+    # A lesson whose code changed makes the page's "as run" counts stale until it is regenerated.
+    page = (ROOT / "notebooks/gpu/README.md").read_text(encoding="utf-8")
+    assert publish_gpu.render() == page, "stale: regenerate it with python tools/publish_gpu.py"

@@ -1,11 +1,13 @@
 """Publish what a GPU printed: python tools/publish_gpu.py [REPORT]
 
 With a gpu-check report folder, the lessons that passed there are copied, their
-metadata cleaned, into notebooks/gpu/<machine>/{en,zh}/ (the folder is replaced), with
-manifest.json: the machine's facts and, per lesson, its file. Then, with or without a
-report, notebooks/gpu/README.md is generated from every machine's manifest: the
-machine, and per lesson its key results (cells tagged key-result) and how many of the
-current lesson's code cells are exactly what that machine ran. That page is the only
+metadata cleaned, into notebooks/gpu/<machine>/{en,zh}/ with manifest.json: the
+machine's facts and, per lesson, its file. The folder is replaced all or nothing (the
+new one is written beside it and swapped in at the end); a malformed run.json is refused
+with one line per field, as is any name that would leave its folder. Then, with or
+without a report, notebooks/gpu/README.md is generated from every machine's manifest:
+the machine, and per lesson its key results (cells tagged key-result) and how many of
+the current lesson's code cells are exactly what that machine ran. That page is the only
 generated file; the lessons link to it with a static line.
 """
 
@@ -13,6 +15,7 @@ import json
 import re
 import shutil
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -22,6 +25,41 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 FACTS = ["gpus", "driver", "torch", "cuda", "python", "date", "commit"]
 KEY_TAG, KEY_LINES = "key-result", 12
+LESSON = re.compile(r"[a-z]{2}/\d\d-[a-z0-9-]+")  # a lesson's step, as en/01-introduction
+
+
+def slug(name: str) -> str:
+    """A machine's folder name: 'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3'."""
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def read_run(report: Path) -> dict:
+    """run.json, checked: one line for each field that is missing or malformed."""
+    where = report / "run.json"
+    if not where.is_file():
+        raise SystemExit(f"{report}: no run.json here; `make gpu-check` writes one")
+    try:
+        run = json.loads(where.read_text(encoding="utf-8"))
+    except ValueError as error:  # not UTF-8, not JSON
+        raise SystemExit(f"{where}: not JSON in UTF-8 ({error})") from None
+    if not isinstance(run, dict):
+        raise SystemExit(f"{where}: an object with gpus and steps expected, got {run!r:.60}")
+    problems, gpus, steps = [], run.get("gpus"), run.get("steps")
+    if not isinstance(gpus, list) or not all(isinstance(g, str) for g in gpus):
+        problems.append(f"gpus must be a list of GPU names, got {gpus!r:.60}")
+    elif gpus and not slug(gpus[0]):
+        problems.append(f"gpus[0] {gpus[0]!r} has no ASCII letter or digit to name a folder by")
+    if not isinstance(steps, list):
+        problems.append(f"steps must be a list of {{step, outcome}} objects, got {steps!r:.60}")
+    for i, step in enumerate(steps if isinstance(steps, list) else []):
+        name = step.get("step") if isinstance(step, dict) else None
+        if not (isinstance(name, str) and isinstance(step.get("outcome"), str)):
+            problems.append(f"steps[{i}] must hold a step and an outcome, got {step!r:.60}")
+        elif "/" in name and not LESSON.fullmatch(name):  # it would leave executed/
+            problems.append(f"steps[{i}] {name!r} is no lesson name (such as en/01-introduction)")
+    if problems:
+        raise SystemExit("\n".join(f"{where}: {problem}" for problem in problems))
+    return run
 
 
 def clean(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -35,25 +73,38 @@ def clean(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def publish(report: Path, notebooks: Path = NOTEBOOKS) -> Path:
     """Copy a report's passed lessons into notebooks/gpu/<machine>/; return that folder."""
-    if not (report / "run.json").is_file():
-        raise SystemExit(f"{report}: no run.json here; `make gpu-check` writes one")
-    run = json.loads((report / "run.json").read_text(encoding="utf-8"))
-    if not run.get("gpus"):
+    run = read_run(report)
+    if not run["gpus"]:
         raise SystemExit(f"{report}: this run had no GPU, so there is nothing to publish")
     executed = report / "executed"  # steps named like en/01-introduction are lessons
     passed = [s["step"] for s in run["steps"] if s["outcome"] == "passed"]
-    lessons = {n: f"{n}.ipynb" for n in passed if (executed / f"{n}.ipynb").is_file()}
+    lessons = {n: f"{n}.ipynb" for n in passed if LESSON.fullmatch(n)}
+    lessons = {n: file for n, file in lessons.items() if (executed / file).is_file()}
     if not lessons:
         raise SystemExit(f"{report}: no lesson passed, so there is nothing to publish")
-    machine = re.sub(r"[^a-z0-9]+", "-", run["gpus"][0].lower()).strip("-")
-    folder = notebooks / "gpu" / machine
-    shutil.rmtree(folder, ignore_errors=True)
-    for file in lessons.values():
-        (folder / file).parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(clean(nbformat.read(executed / file, as_version=4)), folder / file)
-    manifest = {"machine": machine, **{k: run.get(k) for k in FACTS}, "lessons": lessons}
-    text = json.dumps(manifest, indent=1, ensure_ascii=False)
-    (folder / "manifest.json").write_text(text + "\n", encoding="utf-8")
+    machine = slug(run["gpus"][0])
+    folder, gpu = notebooks / "gpu" / machine, notebooks / "gpu"
+    gpu.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(prefix=f".{machine}-", dir=gpu))  # beside; hidden from render
+    try:
+        for file in lessons.values():
+            if (executed / file).is_symlink():
+                raise ValueError(f"{executed / file} is a link, not a file gpu-check wrote")
+            notebook = clean(nbformat.read(executed / file, as_version=4))
+            (new / file).parent.mkdir(parents=True, exist_ok=True)
+            nbformat.write(notebook, new / file)
+        manifest = {"machine": machine, **{k: run.get(k) for k in FACTS}, "lessons": lessons}
+        text = json.dumps(manifest, indent=1, ensure_ascii=False)
+        (new / "manifest.json").write_text(text + "\n", encoding="utf-8")
+    except Exception as error:  # a lesson that is no notebook, a full disk, ...
+        shutil.rmtree(new)
+        why = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
+        raise SystemExit(f"{report}: nothing published, {folder} is as it was ({why})") from None
+    old = new.with_name(f"{new.name}-old")
+    if folder.exists():
+        folder.rename(old)
+    new.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
     return folder
 
 
@@ -94,6 +145,19 @@ def title(lesson: Path) -> str:
     return f"{lesson.stem[:2]} – {heading}"
 
 
+def read_manifest(path: Path) -> dict:
+    """A machine's manifest.json, checked: its facts, and lessons inside its folder."""
+    try:
+        m = json.loads(path.read_text(encoding="utf-8"))
+        missing = [k for k in [*FACTS, "lessons"] if k not in m]
+        inside = all(LESSON.fullmatch(n) and f == f"{n}.ipynb" for n, f in m["lessons"].items())
+    except (ValueError, TypeError, AttributeError, KeyError) as error:
+        raise SystemExit(f"{path}: not a manifest ({type(error).__name__}: {error})") from None
+    if missing or not inside or not isinstance(m["gpus"], list):
+        raise SystemExit(f"{path}: needs {FACTS}, gpus a list, lessons as en/01-x: en/01-x.ipynb")
+    return m
+
+
 def render(notebooks: Path = NOTEBOOKS) -> str:
     """notebooks/gpu/README.md, from each machine's manifest.json and the current lessons."""
     lines = [
@@ -110,9 +174,8 @@ def render(notebooks: Path = NOTEBOOKS) -> str:
         "“as run” 是当前课程中与那台机器运行时完全相同的代码单元格数。",
     ]
     current = sorted(notebooks.glob("en/[0-9]*.ipynb"))
-    for manifest_path in sorted(notebooks.glob("gpu/*/manifest.json")):
-        m = json.loads(manifest_path.read_text(encoding="utf-8"))
-        folder = manifest_path.parent
+    for manifest_path in sorted(notebooks.glob("gpu/[!.]*/manifest.json")):
+        m, folder = read_manifest(manifest_path), manifest_path.parent
         gpus = ", ".join(f"{n} × {name}" for name, n in Counter(m["gpus"]).items())
         lines += ["", f"## {gpus} (`{folder.name}/`)", ""]
         lines += [
