@@ -44,7 +44,7 @@ GPU_LINE = {
 }
 BEYOND = {
     "en": "*Beyond the book: this lesson goes past the chapter.*",
-    "zh": "*书外延伸：这一课超出了原书这一节。*",
+    "zh": "*拓展内容：本课超出了原书本节的范围。*",
 }
 OPENING = {
     "en": ("**What you will learn**", "**What you need**"),
@@ -54,7 +54,7 @@ CLOSING = {"en": "## What this lesson showed", "zh": "## 本课小结"}
 NEXT = {"en": "Next: ", "zh": "下一课："}
 BACK_TO_INDEX = {
     "en": "Next: back to the [index](../README.md).",
-    "zh": "下一课：回到[目录](../README.md)。",
+    "zh": "全部课程到此结束，回到[目录](../README.md)。",
 }
 TITLE_SHORT = {"en": ": ", "zh": "："}  # a Next link names the title up to this
 # The second cell of every lesson, byte for byte.
