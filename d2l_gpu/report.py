@@ -45,7 +45,7 @@ def _cuda_used(device: torch.device) -> int | None:
         try:
             free, total = torch.cuda.mem_get_info(device)
             return total - free
-        except RuntimeError:  # a busy or exclusive-process card, a driver error
+        except Exception:  # a busy or exclusive-process card, a driver error
             pass
     try:
         return torch.cuda.device_memory_used(device)

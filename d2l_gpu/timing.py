@@ -144,7 +144,8 @@ def check_timing(fn: object, min_run_time: float, warmup: int, name: str = "fn")
     seconds = not isinstance(min_run_time, bool) and isinstance(min_run_time, Real)
     if not (seconds and 0 < min_run_time <= MAX_RUN_TIME):  # nan fails too
         raise ValueError(
-            f"min_run_time must be seconds > 0, at most {MAX_RUN_TIME} (1 h), got {min_run_time!r}"
+            f"min_run_time must be seconds > 0, at most {MAX_RUN_TIME} (1 h), "
+            f"got {min_run_time!r:.40}"
         )
     check_count(warmup, "warmup", 0)
 

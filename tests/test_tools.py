@@ -179,8 +179,8 @@ def test_gpu_check_on_a_bare_box_runs_the_gpu_tests_and_says_what_the_lessons_ne
         assert outcomes["lessons"] == (
             "not run: the 2 lessons need nbclient, nbformat, ipykernel, which this Python lacks; "
             f"CONTRIBUTING.md's wheel recipe adds them: {python} -m pip install --no-index "
-            f"--find-links build/wheels --target build/site {gpu_check.WHEELS}, then "
-            f"PYTHONPATH=build/site make gpu-check GPU_PYTHON={python}"
+            f"--find-links build/wheels --target build/gpu-packages {gpu_check.WHEELS}, then "
+            f"PYTHONPATH=build/gpu-packages make gpu-check GPU_PYTHON={python}"
         )
         assert f'PKGS="{gpu_check.WHEELS}"' in (ROOT / "CONTRIBUTING.md").read_text()
         assert done.stdout.rstrip().endswith(f"not run: lessons; report in {report}")

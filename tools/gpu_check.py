@@ -236,8 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             record(step, (
                 f"not run: {what} need {', '.join(missing)}, which this Python lacks; "
                 f"CONTRIBUTING.md's wheel recipe adds them: {python} -m pip install --no-index "
-                f"--find-links build/wheels --target build/site {WHEELS}, then "
-                f"PYTHONPATH=build/site make gpu-check GPU_PYTHON={python}"
+                f"--find-links build/wheels --target build/gpu-packages {WHEELS}, then "
+                f"PYTHONPATH=build/gpu-packages make gpu-check GPU_PYTHON={python}"
             ))  # fmt: skip
         return bool(missing)
 
