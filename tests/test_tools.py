@@ -201,31 +201,40 @@ def test_gpu_check_replaces_only_a_report_it_wrote(tmp_path):
     assert os.listdir(theirs) == ["notes.txt"]
 
 
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
-def test_a_step_that_times_out_ends_with_all_it_started_also_in_other_process_groups(tmp_path):
-    # As torchrun starts its ranks: each in a session of its own, holding the step's output.
-    rank = "import time; time.sleep(120)"
-    agent = (
+def _rank_then_sleep(pid_file: Path) -> str:
+    """Code that starts a "rank" in a session of its own, as torchrun does, then sleeps."""
+    return (
         "import subprocess, sys, time\n"
-        f"rank = subprocess.Popen([sys.executable, '-c', {rank!r}], start_new_session=True)\n"
-        f"open({str(tmp_path / 'rank')!r}, 'w').write(str(rank.pid))\n"
-        "time.sleep(120)\n"
+        "rank = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],"
+        f" start_new_session=True)\nopen({str(pid_file)!r}, 'w').write(str(rank.pid))\n"
+        "time.sleep(600)\n"
     )
-    result = []
+
+
+def _ended(pid_file: Path) -> bool:
+    pid = int(pid_file.read_text())
+    stat = Path(f"/proc/{pid}/stat")  # a zombie has ended, if not yet been reaped
+    if alive := stat.exists() and stat.read_text().split()[2] != "Z":
+        os.kill(pid, 9)  # the planted fault: end what the test started
+    return not alive
+
+
+PROC = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux's /proc")
+
+
+@PROC
+def test_a_step_that_times_out_ends_with_all_it_started_also_in_other_process_groups(tmp_path):
+    agent, result = _rank_then_sleep(tmp_path / "rank"), []
     step = threading.Thread(
         target=lambda: result.append(gpu_check.run_step(tmp_path, "job", ["-c", agent], 3)),
         daemon=True,
     )
     step.start()
     step.join(30)
-    pid = int((tmp_path / "rank").read_text())
-    stat = Path(f"/proc/{pid}/stat")  # a zombie has ended, if not yet been reaped
-    alive = stat.exists() and stat.read_text().split()[2] != "Z"
-    if alive:  # the planted fault: end what the test started
-        os.kill(pid, 9)
-    assert result and result[0][:2] == ("job", "failed: timed out after 3 s") and not alive
+    assert _ended(tmp_path / "rank") and result[0][:2] == ("job", "failed: timed out after 3 s")
 
 
+@PROC
 def test_gpu_check_keeps_to_its_budget_and_names_the_steps_it_cut(tmp_path):
     lessons = ["--lessons", "notebooks/en/01-*.ipynb"]
     done, report = run_gpu_check(tmp_path, "--budget", "0.01", *lessons)
@@ -234,11 +243,12 @@ def test_gpu_check_keeps_to_its_budget_and_names_the_steps_it_cut(tmp_path):
     assert outcomes["info"] == outcomes["gpu-tests"] == outcomes["en/01-introduction"] == cut
     assert "cut by the budget: info, gpu-tests, en/01-introduction" in done.stdout
     assert done.returncode == 1
-    lesson = tmp_path / "01-sleeps.ipynb"  # a cell that would take ten minutes
-    nbformat.write(notebook("# A", "import time\ntime.sleep(600)"), lesson)
+    lesson = tmp_path / "01-sleeps.ipynb"  # a cell that would take ten minutes, and its rank
+    nbformat.write(notebook("# A", _rank_then_sleep(tmp_path / "rank")), lesson)
     tik = time.monotonic()
-    outcome, _ = gpu_check.execute(lesson, tmp_path / "ran.ipynb", 120, time.monotonic() + 5)
+    outcome, _ = gpu_check.execute(lesson, tmp_path / "ran.ipynb", 120, time.monotonic() + 10)
     assert outcome.startswith("failed: ") and time.monotonic() - tik < 60
+    assert _ended(tmp_path / "rank")
 
 
 def test_gpu_check_waits_seconds_for_a_hung_nvidia_smi_and_says_so(tmp_path, monkeypatch):

@@ -100,12 +100,12 @@ def machine() -> dict:
 def end_all(key: str) -> None:
     """Kill every process whose environment holds STEP=key: all that a step started,
     torchrun's ranks too, which sit in process groups of their own (Linux's /proc)."""
-    mark = f"{STEP}={key}".encode()
+    mark, me = f"{STEP}={key}".encode(), str(os.getpid())
     for _ in range(20):  # again, in case one started another meanwhile; bounded
         found = []
         for environ in Path("/proc").glob("[0-9]*/environ"):
             try:
-                if mark in environ.read_bytes().split(b"\0"):
+                if environ.parent.name != me and mark in environ.read_bytes().split(b"\0"):
                     found.append(int(environ.parent.name))
             except OSError:  # gone, or not ours
                 pass
@@ -168,12 +168,14 @@ def execute(notebook: Path, target: Path, timeout: float, deadline: float) -> tu
         record_timing=False,
         resources={"metadata": {"path": str(notebook.parent)}},
     )
+    key = uuid.uuid4().hex  # carried by the kernel and all it starts (a cell's torchrun)
     try:
-        client.execute()
+        client.execute(env={**os.environ, STEP: key})
         outcome = "passed"
     except Exception as error:  # a cell raised or ran past its time limit
         lines = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().splitlines() or [""]
         outcome = f"failed: {type(error).__name__}: {lines[-1][:300]}"  # the exception's line
+    end_all(key)
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(lesson, target)
     return outcome, time.monotonic() - tik
