@@ -1,6 +1,5 @@
-"""make site: `python site/build.py [NOTEBOOKS]` stages each language in build/site-src/ from
-the lessons' stored outputs (nothing runs), then Sphinx builds it in build/site/ with site/conf.py,
-warnings as errors."""
+"""make site: `python site/build.py [NOTEBOOKS]` stages each language in build/site-src/ from the
+stored outputs (nothing runs); Sphinx builds it in build/site/, warnings as errors."""
 
 import json
 import re
@@ -17,6 +16,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 from publish_gpu import as_run  # noqa: E402 (how many code cells a GPU ran as they are now)
 
 STAGE, SITE = ROOT / "build" / "site-src", ROOT / "build" / "site"
+HAN = "[\u4e00-\u9fff]"  # zh search finds the glossary's terms whole (锁页内存): jieba's words
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\((\S+?)\)")
 RELATIVE = re.compile(r"(?<!!)\[([^\]]*)\]\((?!https?:|#)[^)]*\)")
 OUTSIDE = re.compile(r"\]\((\.\./(?:\.\./)?(?:README\.md|gpu/))")  # links out of a lesson folder
@@ -48,8 +48,7 @@ def stage_notebook(source: Path, target: Path, line: str, record: str = "") -> N
     for cell in (c for c in notebook.cells if c.cell_type == "markdown"):
         cell.source = RELATIVE.sub(r"\1", cell.source) if record else relink(cell.source)
     title = notebook.cells[0]
-    if record:
-        title.source = title.source.replace("\n", f" ({record})\n", 1)
+    title.source = title.source.replace("\n", f" ({record})\n" if record else "\n", 1)
     title.source, found = BADGE.subn(lambda badge: line.replace("{url}", badge[1]), title.source)
     if found != 1:
         raise SystemExit(f"{source}: its first cell has {found} Colab badges, not one")
@@ -71,7 +70,7 @@ def index(readme: Path, lang: str) -> str:
         elif block.startswith("|"):
             rows = re.findall(rf"^\| (\d+) .*?\[([^\]]+)\]\({lang}/([\w-]+)\.ipynb", block, re.M)
             blocks.append(toctree([f"{n} · {t.replace('`', '')} <{s}>" for n, t, s in rows]))
-        elif bool(re.search("[\u4e00-\u9fff]", block)) == (lang == "zh") and "](" not in block:
+        elif bool(re.search(HAN, block)) == (lang == "zh") and "](" not in block:
             blocks.append(block)
     return "\n\n".join([*blocks, toctree(["gpu/README"] + ["README"] * (lang == "zh"))]) + "\n"
 
@@ -100,9 +99,11 @@ def stage(notebooks: Path, lang: str, manifests: list) -> None:
         said = say["made"].format(**made) + (" ".join(gpus) or say["none"])
         buttons = BUTTONS.format(**say, ipynb=relpath(lesson, out), url="{url}")
         stage_notebook(lesson, out / lesson.name, f"{buttons}\n\n{said}")
-    if lang == "zh":  # the glossary, README.md as the zh lessons link to it
+    if lang == "zh":  # the glossary, README.md as the zh lessons link to it; its terms for jieba
         glossary = relink((notebooks / "zh" / "README.md").read_text(encoding="utf-8"))
         (out / "README.md").write_text(glossary, encoding="utf-8")
+        terms = " ".join(re.findall(r"^\| [ -{]+ \| ([^|]+) \|[^|]*\|$", glossary, re.M))
+        (STAGE / "zh-words.txt").write_text("\n".join(re.findall(HAN + "{2,}", terms)), "utf-8")
     (out / "index.md").write_text(index(notebooks / "README.md", lang), encoding="utf-8")
 
 
@@ -114,7 +115,8 @@ def main(argv: list[str]) -> int:
         shutil.rmtree(folder, ignore_errors=True)
     for lang in SAY:
         stage(notebooks, lang, manifests)
-        options = ["-W", "-q", "-t", lang, "-c", str(ROOT / "site"), "-d", str(STAGE / f".{lang}")]
+        options = ["-W", "-q", "-t", lang, "-c", str(ROOT / "site"), "-d", str(STAGE / f".{lang}"),
+                   "-D", f"html_search_options.dict={STAGE / 'zh-words.txt'}"]  # zh only
         if build_main([*options, str(STAGE / lang), str(SITE / lang)]):
             return 1
     shutil.copy(ROOT / "site" / "index.html", SITE / "index.html")

@@ -49,12 +49,19 @@ def test_a_reader_goes_from_the_index_to_a_lesson_its_twin_and_a_search_in_chine
         page.keyboard.type("显存")
         page.keyboard.press("Enter")
         page.wait_for_url(re.compile(r"/zh/search\.html\?q="))
-        summary = page.locator("#search-results .search-summary")
-        page.wait_for_function("s => s.textContent.trim() !== ''", arg=summary.element_handle())
-        found = [a.get_attribute("href") for a in page.locator("#search-results li a").all()]
+        found = {"显存": _results(page)}
+        page.goto(f"{root}/zh/search.html?q=锁页内存")  # a glossary term, whole (jieba splits it)
+        found["锁页内存"] = _results(page)
         browser.close()
 
-    assert any(href.startswith("08-gpu-memory.html") for href in found), f"显存 found {found}"
+    for words, lesson in (("显存", "08-gpu-memory"), ("锁页内存", "04-asynchrony-and-transfers")):
+        assert any(href.startswith(f"{lesson}.html") for href in found[words]), found
     needed = [r for r in requests if r.resource_type in ("script", "stylesheet", "font")]
     elsewhere = [f"{r.resource_type} {r.url}" for r in needed if not r.url.startswith(f"{root}/")]
     assert needed and not elsewhere, f"the site loads from elsewhere: {elsewhere}"
+
+
+def _results(page) -> list[str]:
+    summary = page.locator("#search-results .search-summary")
+    page.wait_for_function("s => s.textContent.trim() !== ''", arg=summary.element_handle())
+    return [a.get_attribute("href") for a in page.locator("#search-results li a").all()]
