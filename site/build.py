@@ -1,7 +1,6 @@
 """make site: `python site/build.py [NOTEBOOKS]` stages each language in build/site-src/ from the
 stored outputs (nothing runs); Sphinx builds it in build/site/, warnings as errors."""
 
-import json
 import re
 import shutil
 import sys
@@ -13,7 +12,7 @@ from sphinx.cmd.build import build_main
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from publish_gpu import as_run  # noqa: E402 (how many code cells a GPU ran as they are now)
+from publish_gpu import as_run, machines  # noqa: E402 (the GPU records, as its page reads them)
 
 STAGE, SITE = ROOT / "build" / "site-src", ROOT / "build" / "site"
 HAN = "[\u4e00-\u9fff]"  # zh search finds the glossary's terms whole (锁页内存): jieba's words
@@ -82,7 +81,7 @@ def stage(notebooks: Path, lang: str, manifests: list) -> None:
     for folder, m in manifests:  # both languages' records, as gpu/README.md links both
         for name, file in m["lessons"].items():
             ran = nbformat.read(folder / file, as_version=4)
-            same, total = as_run(ran, notebooks / f"{name}.ipynb").split(" of ")
+            same, total = as_run(ran, notebooks / f"{name}.ipynb")
             facts = {**m, "gpu": m["gpus"][0], "commit": m["commit"] or "?", "same": same,
                      "total": total, "page": f"gpu/{folder.name}/{file}"}
             runs.setdefault(name, []).append(facts)
@@ -109,8 +108,7 @@ def stage(notebooks: Path, lang: str, manifests: list) -> None:
 
 def main(argv: list[str]) -> int:
     notebooks = Path(argv[0] if argv else ROOT / "notebooks").resolve()
-    manifests = [(p.parent, json.loads(p.read_text(encoding="utf-8")))
-                 for p in sorted(notebooks.glob("gpu/*/manifest.json"))]
+    manifests = machines(notebooks)
     for folder in (STAGE, SITE):
         shutil.rmtree(folder, ignore_errors=True)
     for lang in SAY:

@@ -127,15 +127,15 @@ def code_cells(notebook: nbformat.NotebookNode) -> list[str]:
     return ["\n".join(s for s in lines if s.strip()[:1] not in ("", "#")) for lines in code]
 
 
-def as_run(published: nbformat.NotebookNode, current: Path) -> str:
-    """'7 of 9': how many of the current lesson's code cells that machine ran as they are."""
+def as_run(published: nbformat.NotebookNode, current: Path) -> tuple[int, int]:
+    """(7, 9): 7 of the current lesson's 9 code cells are as that machine ran them."""
     lesson = code_cells(nbformat.read(current, as_version=4)) if current.is_file() else []
     ran, same = Counter(code_cells(published)), 0
     for source in lesson:  # each published cell vouches for one current cell at most
         if ran[source]:
             ran[source] -= 1
             same += 1
-    return f"{same} of {len(lesson)}"
+    return same, len(lesson)
 
 
 def title(lesson: Path) -> str:
@@ -158,6 +158,12 @@ def read_manifest(path: Path) -> dict:
     return m
 
 
+def machines(notebooks: Path = NOTEBOOKS) -> list[tuple[Path, dict]]:
+    """Each published machine's folder and checked manifest (not one being written beside)."""
+    found = sorted(notebooks.glob("gpu/[!.]*/manifest.json"))
+    return [(manifest.parent, read_manifest(manifest)) for manifest in found]
+
+
 def render(notebooks: Path = NOTEBOOKS) -> str:
     """notebooks/gpu/README.md, from each machine's manifest.json and the current lessons."""
     lines = [
@@ -174,8 +180,7 @@ def render(notebooks: Path = NOTEBOOKS) -> str:
         "“as run” 是当前课程中与那台机器运行时完全相同的代码单元格数。",
     ]
     current = sorted(notebooks.glob("en/[0-9]*.ipynb"))
-    for manifest_path in sorted(notebooks.glob("gpu/[!.]*/manifest.json")):
-        m, folder = read_manifest(manifest_path), manifest_path.parent
+    for folder, m in machines(notebooks):
         gpus = ", ".join(f"{n} × {name}" for name, n in Counter(m["gpus"]).items())
         lines += ["", f"## {gpus} (`{folder.name}/`)", ""]
         lines += [
@@ -196,8 +201,8 @@ def render(notebooks: Path = NOTEBOOKS) -> str:
                     row.append("not run on this machine")
                     continue
                 published = nbformat.read(folder / m["lessons"][name], as_version=4)
-                counted = as_run(published, notebooks / f"{name}.ipynb")
-                row.append(f"[{counted}]({folder.name}/{m['lessons'][name]})")
+                same, total = as_run(published, notebooks / f"{name}.ipynb")
+                row.append(f"[{same} of {total}]({folder.name}/{m['lessons'][name]})")
                 if found := key_results(published):
                     keys += ["", f"{heading} ({language}):", "", "```", *found, "```"]
             lines.append("| " + " | ".join(row) + " |")
