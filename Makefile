@@ -37,8 +37,7 @@ lab: $(STAMP) ## open the lessons in JupyterLab, the index first
 	    --LabApp.default_url=/lab/tree/README.md \
 	    $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_OPTIONS)
 
-# One OpenMP thread per kernel: two kernels of two threads on two cores spin against each
-# other (07's figure cell went from 1 s to 114 s); the stored outputs come from make execute.
+# One OpenMP thread per kernel: two 2-thread kernels on 2 cores spin (07: 1 s became 114 s).
 test: unit ## unit tests, then every lesson through nbval
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(NBVAL) --ignore=notebooks/gpu notebooks
 
@@ -67,7 +66,7 @@ gpu-publish: $(STAMP) ## publish a gpu-check report in notebooks/gpu/ and its RE
 	$(PY) tools/publish_gpu.py $(GPU_REPORT)
 
 test-browser: $(STAMP) ## headless Chromium: a lesson run and saved in JupyterLab; the site read
-	$(PY) -c 'import playwright, myst_nb, jieba' 2>/dev/null || \
+	$(PY) -c 'import playwright, sphinx, myst_nb, sphinx_book_theme, jieba' 2>/dev/null || \
 	    $(PY) -m pip install -q -c constraints.txt -e '.[browser,site]'
 	$(PY) -m pytest -q -p no:cacheprovider tests/browser
 
