@@ -153,8 +153,9 @@ print(halved)
 # kernels: it traces the function on its first call, generates code (C++ on a
 # CPU, Triton on a GPU) and compiles it; later calls run the fused kernel.
 #
-# The first call is the price. The cell prints it, then compares the two
-# versions and checks that they agree. Compiling needs a C++ compiler on a CPU
+# The first call is the price. The cell prints it (less on a second run, when
+# torch's compile cache in the temporary folder already holds the kernel),
+# then compares the two versions and checks that they agree. Compiling needs a C++ compiler on a CPU
 # and Triton on a CUDA GPU; where they are missing (Windows without a
 # compiler, for instance) the cell prints the error instead and carries on.
 
