@@ -40,7 +40,7 @@ def fabricated(tmp_path: Path, gpus: list[str]) -> tuple[Path, Path]:
         nbformat.write(ran, report / "executed" / language / "01-x.ipynb")
     steps = [{"step": "info", "outcome": "passed"}, {"step": "en/01-x", "outcome": "passed"}]
     steps += [{"step": "zh/01-x", "outcome": "failed: boom"}]
-    facts = {"date": "2000-01-01", "commit": "abc", "python": "3.12", "torch": "2.x"}
+    facts = {"date": "2000-01-01", "commit": "abc1234", "python": "3.12", "torch": "2.x"}
     run = {**facts, "cuda": "13", "driver": "1.2", "gpus": gpus, "steps": steps}
     (report / "run.json").write_text(json.dumps(run))
     return notebooks, report
@@ -53,7 +53,7 @@ def test_publish_copies_passed_lessons_with_a_manifest_and_writes_one_page(tmp_p
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["lessons"] == {"en/01-x": "en/01-x.ipynb"}, "only passed lessons"
     assert manifest["machine"] == "fake-gpu-9000" and manifest["driver"] == "1.2"
-    assert set(manifest) == {"machine", "lessons", *publish_gpu.FACTS}
+    assert set(manifest) == {"machine", "lessons", "notes", *publish_gpu.FACTS}
     published = nbformat.read(folder / "en/01-x.ipynb", as_version=4)
     assert published.metadata == {"kernelspec": KERNEL}
     assert published.cells[-1].outputs[0].text == "2 GB/s\n"
@@ -85,11 +85,12 @@ def _files(folder: Path) -> dict[str, bytes]:
         ("{not json", "not JSON in UTF-8"),
         ("[]", r"an object with gpus and steps expected, got \[\]"),
         ('{"gpus": "H100", "steps": 5}', "gpus must be a list of GPU names|steps must be"),
-        ('{"gpus": [5], "steps": [{"step": "en/01-x"}]}', r"gpus must|steps\[0\] must hold a step"),
+        ('{"gpus": [5], "steps": [{"step": "en/01-x"}]}', r"gpus\[0\] must|steps\[0\] must hold"),
         *[
-            (f'{{"gpus": ["{n}"], "steps": []}}', f"{n}' has no ASCII letter")
-            for n in ("显卡", "../", " ")
+            (f'{{"gpus": ["{n}"], "steps": []}}', "gpus.0. must be a GPU name")
+            for n in ("显卡", "../")
         ],
+        *[(f'{{"gpus": ["{n}"], "steps": []}}', f"{n}' has no ASCII letter") for n in (" ", "..")],
         (
             '{"gpus": ["X"], "steps": [{"step": "../../en/01-x", "outcome": "passed"}]}',
             "is no lesson name",

@@ -11,9 +11,11 @@ the current lesson's code cells are exactly what that machine ran. That page is 
 generated file; the lessons link to it with a static line.
 """
 
+import html
 import json
 import re
 import shutil
+import string
 import sys
 import tempfile
 from collections import Counter
@@ -26,6 +28,61 @@ NOTEBOOKS = ROOT / "notebooks"
 FACTS = ["gpus", "driver", "torch", "cuda", "python", "date", "commit"]
 KEY_TAG, KEY_LINES = "key-result", 12
 LESSON = re.compile(r"[a-z]{2}/\d\d-[a-z0-9-]+")  # a lesson's step, as en/01-introduction
+GPU_NAME = r"[A-Za-z0-9 ._()-]{1,100}", "a GPU name: letters, digits, spaces and -_.(), 1 to 100"
+VERSION = r"\d[0-9A-Za-z.+]{0,39}", "a version: digits, dots, + and letters, at most 40"
+SHAPES = {  # what gpu-check writes for each fact; null where it could not tell
+    **dict.fromkeys(["driver", "torch", "cuda", "python"], VERSION),
+    "date": (r"\d{4}-\d\d-\d\d", "an ISO date such as 2026-12-04"),
+    "commit": (r"[0-9a-f]{4,64}", "a git commit in hex"),
+}
+NOTES = 20, 2000  # at most 20 notes of at most 2,000 printable characters
+ENTITY = {c: html.escape(c) for c in "&<>\"'"}
+
+
+def markdown_text(value: object) -> str:
+    """`value` as Markdown (CommonMark, MyST) that a page shows as exactly that text, on one line.
+
+    A report's facts and notes come from a machine the maintainer does not control. Every ASCII
+    punctuation mark is markup somewhere (a tag, a link, a table's |, a MyST role such as
+    {download}, a directive's fence) and CommonMark lets each be escaped with a backslash, so
+    each is; & < > " ' become HTML entities, which read as the same text in Markdown and in
+    HTML. Line breaks and runs of spaces become one space, so no line can start a block."""
+    words = " ".join(str(value).split())
+    return "".join(ENTITY.get(c) or "\\" * (c in string.punctuation) + c for c in words)
+
+
+def shown(value: object) -> str:
+    """A value quoted in an error line: cut at 60 characters, its length said when longer."""
+    long = isinstance(value, str) and len(value) > 60
+    return f"{value!r:.60}" + (f"... ({len(value)} characters)" if long else "")
+
+
+def fact_problems(record: dict) -> list[str]:
+    """Each fact of a run.json or manifest not of the shape gpu-check writes, one line each:
+    facts reach a page, so none may hold more than a GPU name, a version, a date or a commit."""
+    problems, gpus = [], record.get("gpus")
+    if not isinstance(gpus, list):
+        problems.append(f"gpus must be a list of GPU names, got {shown(gpus)}")
+    for i, name in enumerate(gpus if isinstance(gpus, list) else []):
+        if not (isinstance(name, str) and re.fullmatch(GPU_NAME[0], name)):
+            problems.append(f"gpus[{i}] must be {GPU_NAME[1]} characters, got {shown(name)}")
+        elif i == 0 and not slug(name):
+            problems.append(f"gpus[0] {name!r} has no ASCII letter or digit to name a folder by")
+    for field, (pattern, what) in SHAPES.items():
+        value = record.get(field)
+        if value is not None and not (isinstance(value, str) and re.fullmatch(pattern, value)):
+            problems.append(f"{field} must be {what}, or null, got {shown(value)}")
+    notes = record.get("notes", [])
+    if (
+        not isinstance(notes, list)
+        or len(notes) > NOTES[0]
+        or not all(isinstance(n, str) and n.isprintable() and len(n) <= NOTES[1] for n in notes)
+    ):
+        problems.append(
+            f"notes must be a list of at most {NOTES[0]} lines of text, each at most"
+            f" {NOTES[1]} characters, got {shown(notes)}"
+        )
+    return problems
 
 
 def slug(name: str) -> str:
@@ -44,11 +101,7 @@ def read_run(report: Path) -> dict:
         raise SystemExit(f"{where}: not JSON in UTF-8 ({error})") from None
     if not isinstance(run, dict):
         raise SystemExit(f"{where}: an object with gpus and steps expected, got {run!r:.60}")
-    problems, gpus, steps = [], run.get("gpus"), run.get("steps")
-    if not isinstance(gpus, list) or not all(isinstance(g, str) for g in gpus):
-        problems.append(f"gpus must be a list of GPU names, got {gpus!r:.60}")
-    elif gpus and not slug(gpus[0]):
-        problems.append(f"gpus[0] {gpus[0]!r} has no ASCII letter or digit to name a folder by")
+    problems, steps = fact_problems(run), run.get("steps")
     if not isinstance(steps, list):
         problems.append(f"steps must be a list of {{step, outcome}} objects, got {steps!r:.60}")
     for i, step in enumerate(steps if isinstance(steps, list) else []):
@@ -93,7 +146,8 @@ def publish(report: Path, notebooks: Path = NOTEBOOKS) -> Path:
             notebook = clean(nbformat.read(executed / file, as_version=4))
             (new / file).parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(notebook, new / file)
-        manifest = {"machine": machine, **{k: run.get(k) for k in FACTS}, "lessons": lessons}
+        facts = {k: run.get(k) for k in FACTS}
+        manifest = {"machine": machine, **facts, "notes": run.get("notes", []), "lessons": lessons}
         text = json.dumps(manifest, indent=1, ensure_ascii=False)
         (new / "manifest.json").write_text(text + "\n", encoding="utf-8")
     except Exception as error:  # a lesson that is no notebook, a full disk, ...
