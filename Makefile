@@ -44,9 +44,10 @@ test: unit ## unit tests, then every lesson through nbval
 unit: $(STAMP) ## unit tests only (gpu-marked ones skip without a GPU)
 	$(PY) -m pytest -q -p no:cacheprovider tests
 
-lint: $(STAMP) ## ruff: lint and formatting
+lint: $(STAMP) ## ruff: lint and formatting; the workflows against GitHub's schema
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check d2l_gpu tests tools
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 
 format: $(STAMP) ## apply ruff's fixes and formatting
 	$(PY) -m ruff check --fix .
@@ -66,15 +67,16 @@ gpu-publish: $(STAMP) ## publish a gpu-check report in notebooks/gpu/ and its RE
 	$(PY) tools/publish_gpu.py $(GPU_REPORT)
 
 test-browser: $(STAMP) ## headless Chromium: a lesson run and saved in JupyterLab; the site read
-	$(PY) -c 'import playwright, sphinx, myst_nb, sphinx_book_theme, jieba' 2>/dev/null || \
+	$(PY) -c 'import playwright, axe_playwright_python, $(SITE_MODULES)' 2>/dev/null || \
 	    $(PY) -m pip install -q -c constraints.txt -e '.[browser,site]'
 	$(PY) -m pytest -q -p no:cacheprovider tests/browser
 
 # The lessons as a website, from their stored outputs (site/build.py; the packages of the
 # 'site' extra are installed on first use). SITE_NOTEBOOKS=... builds from another copy.
 SITE_NOTEBOOKS ?= notebooks
+SITE_MODULES := sphinx, myst_nb, sphinx_book_theme, sphinx_copybutton, jieba
 site: $(STAMP) ## build the lessons as a website in build/site/ (English and Chinese)
-	$(PY) -c 'import sphinx, myst_nb, sphinx_book_theme, jieba' 2>/dev/null || \
+	$(PY) -c 'import $(SITE_MODULES)' 2>/dev/null || \
 	    $(PY) -m pip install -q -c constraints.txt -e '.[site]'
 	$(PY) site/build.py $(SITE_NOTEBOOKS)
 
