@@ -14,6 +14,7 @@
 #   its counters and the driver's own figure;
 # - that `.to(device, copy=True)` takes new memory and plain `.to(device)` none,
 #   in bytes;
+# - the 16 bytes a parameter that training with Adam keeps;
 # - what asking for more memory than a device has does, tried safely on a GPU
 #   and on the CPU;
 # - why a kernel's error can name the wrong line, and `CUDA_LAUNCH_BLOCKING=1`.
@@ -153,10 +154,6 @@ else:
 # lesson with `CUDA_MODULE_LOADING=EAGER` set before Python starts: the context
 # should then be larger at the start and grow less at the first kernel.
 #
-# Drawn over a run of allocations on a GPU, `allocated` would follow each
-# tensor up and down while `reserved` climbs in steps and stays. The lesson
-# does not draw it: the CPU that ran its stored outputs has no such counters.
-#
 # ## Copies cost memory, in bytes
 #
 # [03](03-tensors-and-gpus.ipynb) showed that `.to()` onto the device a tensor
@@ -177,6 +174,49 @@ if device.type == "cuda":
     del big, same, fresh
 else:
     print(f"No CUDA allocator counter on {device}; 03 showed the same without one.")
+
+# %% [markdown]
+# ## A training step, in bytes
+#
+# Training keeps four numbers for every parameter: its weight, its gradient and
+# Adam's two running averages (the *moments*), each a 4-byte `float32`. That is
+# 16 bytes a parameter before any activation: a billion parameters need 16 GB.
+# The cell counts the bytes of those tensors as one step creates them: the
+# gradients appear at the first `backward()`, the moments at the first
+# `optimizer.step()`. The CPU has no allocator counter, so there the cell
+# counts tensors only. On a CUDA GPU it also prints `memory_allocated`, which
+# should read a little more from the first product on (cuBLAS's working space
+# comes from the same allocator), and the peak, which also holds what lived
+# briefly: activations and the step's temporaries. No GPU has run this cell yet.
+
+# %% tags=["nbval-ignore-output", "key-result"]
+model = torch.nn.Sequential(
+    torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024)
+).to(device)
+optimizer = torch.optim.Adam(model.parameters())
+weights = list(model.parameters())
+count = sum(w.numel() for w in weights)
+print(f"{count:,} parameters x 16 bytes = {count * 16 / MiB:.1f} MiB")
+if device.type == "cuda":
+    torch.cuda.reset_peak_memory_stats(device)
+
+
+def kept(step):
+    grads = [w.grad for w in weights if w.grad is not None]
+    moments = [s[k] for s in optimizer.state.values() for k in ("exp_avg", "exp_avg_sq")]
+    held = sum(t.nbytes for t in weights + grads + moments)
+    line = f"{step:<15} weights, gradients and moments: {held / MiB:5.1f} MiB"
+    if device.type == "cuda":
+        line += f" | allocated {torch.cuda.memory_allocated(device) / MiB:5.1f} MiB"
+        line += f" | peak {torch.cuda.max_memory_allocated(device) / MiB:5.1f} MiB"
+    print(line)
+
+
+kept("model created")
+model(torch.randn(64, 1024, device=device)).square().mean().backward()
+kept("after backward")
+optimizer.step()
+kept("after step")
 
 # %% [markdown]
 # ## Asking for too much
@@ -299,6 +339,8 @@ if device.type != "cuda":
 #   `nvidia-smi`) adds the CUDA context and other processes.
 # - `.to(device)` onto the same device adds no bytes; `copy=True` adds the
 #   tensor's full size.
+# - Training with Adam keeps 16 bytes a parameter (weight, gradient, two
+#   moments) before activations.
 # - Asking for more than a GPU has fails at once with an error the program can
 #   catch (`torch.OutOfMemoryError` on CUDA, a `RuntimeError` on MPS); so does
 #   asking the CPU for more than the machine's memory, by Linux's default.
