@@ -42,9 +42,10 @@ GPU_LINE = {
     "en": "What a GPU printed for these lessons: [notebooks/gpu](../gpu/README.md).",
     "zh": "这些课在 GPU 上打印的结果：[notebooks/gpu](../gpu/README.md)。",
 }
+GROUP = {"en": "Beyond the book", "zh": "拓展内容"}  # lessons 08 on, one name everywhere
 BEYOND = {
-    "en": "*Beyond the book: this lesson goes past the chapter.*",
-    "zh": "*拓展内容：本课超出了原书本节的范围。*",
+    "en": f"*{GROUP['en']}: this lesson goes past the chapter.*",
+    "zh": f"*{GROUP['zh']}：本课超出了原书本节的范围。*",
 }
 OPENING = {
     "en": ("**What you will learn**", "**What you need**"),
@@ -287,8 +288,9 @@ def test_links_lead_somewhere_and_into_this_repository(path):
 
 def test_index_lists_every_lesson_in_its_group_with_colab_badges():
     index = _index()
-    chapter, _, beyond = index.partition("\n## Beyond the book")
-    assert beyond, "notebooks/README.md has no '## Beyond the book' section"
+    heading = f"## {GROUP['en']} / {GROUP['zh']}"
+    chapter, _, beyond = index.partition(f"\n{heading}\n")
+    assert beyond, f"notebooks/README.md has no {heading!r} section"
     problems = []
     for path in LESSON_SOURCES:
         lang, name = path.parent.name, path.stem
@@ -308,6 +310,12 @@ def test_readme_lists_every_lesson_and_fits_8000_characters():
                if f"]({_rel(p.with_suffix('.ipynb'))})" not in readme]  # fmt: skip
     assert not missing, "README.md does not link " + ", ".join(missing)
     assert len(readme) <= 8000, f"README.md has {len(readme)} characters, at most 8,000"
+    section = readme.partition("\n## 中文简介\n")[2].partition("\n## ")[0]
+    shorts = [t.split(TITLE_SHORT["zh"])[0] for k, t in _index_titles().items() if k[:2] == "zh"]
+    missing = [f"“{t}”" for t in shorts[CHAPTER_PATH:] if f"“{t}”" not in section]
+    assert f"{GROUP['zh']}" in section and not missing, (
+        f"README.md's 中文简介 does not name {GROUP['zh']} or the lessons {', '.join(missing)}"
+    )
 
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
@@ -478,9 +486,9 @@ def test_stored_outputs_are_one_clean_run(path):
     if notebook.metadata.get("kernelspec", {}).get("name") != "python3":
         problems.append("its kernel is not python3")
     for i, cell in enumerate(notebook.cells):
-        if extra := sorted(set(cell.metadata) - {"tags"}):
+        if extra := sorted(set(cell.metadata) - {"tags", "mystnb"}):
             # lines_to_next_cell: the .py has more or fewer blank lines than Jupytext writes
-            problems.append(f"cell {i + 1} keeps metadata other than tags: {extra}")
+            problems.append(f"cell {i + 1} keeps metadata other than tags and alt text: {extra}")
         for output in cell.get("outputs", []):
             text = _output_text(output)
             where = f"cell {i + 1}"
@@ -540,6 +548,11 @@ _CALQUES = re.compile(
     # A clock does not wait: the code waits, then reads it (读时钟之前先等设备 is fine).
     r"|时钟(?!之?前|以前)[^，。；：读]{0,4}等|等待?[^，。；：读]{0,6}的[^，。；：]{0,2}时钟"
     r"|它所服务的计算|损失掉的是队列|成大块地搬运|结果永远是假"
+    # Start-up is 初始开销 (启动 is for kernels and processes); 相差 N 倍 and 多 N 倍 read two
+    # ways; lessons 08 on are 拓展内容 everywhere.
+    r"|(?:自己|自身|一次性|开头|最初)的?启动开销|库要?启动|书外延伸|原书以外的内容"
+    r"|相差(?:不到|约|近)?\s*[\d.,一二三四五六七八九十百千几]+\s*倍"
+    r"|(?<![不至最])多\s*[\d一二三四五六七八九十几]+\s*倍"
 )
 _LONE_UNIT = re.compile(r"(?<!运算|计算)单元(?![格素]|测试)")
 # A CPU core is 核心; 核 alone is kept for 核函数 and 内核 (and 核对, 核实, 核查, 核算).
@@ -615,7 +628,8 @@ GPU 在背后工作，所以时钟必须等它。 | 通信依然遥遥领先。 
 复制引擎服务于它所服务的计算。 | 损失掉的是队列。
 ## 时钟必须先等设备 | 会等待的时钟 | 一个没有等待的时钟 | 速率说明时钟没有等设备做完。
 用不等 GPU 的时钟计时。 | 等待设备的主机时钟。 | 主机时钟还等了三次乘法。
-同一轮的两边。 | 每一边各跑十次。 | 锁页本身更贵。"""
+同一轮的两边。 | 每一边各跑十次。 | 锁页本身更贵。 | 好让它自己的启动开销落在这一步里。
+各个库要启动。 | 两者相差 3 倍。 | 数据多四倍。 | 第 08 课起是书外延伸。 | 那是原书以外的内容。"""
 
 
 @pytest.mark.parametrize("paragraph", re.split(r" \| |\n", CAUGHT))
@@ -630,6 +644,7 @@ def test_the_glossary_check_accepts_good_prose():
     terms = "预热之后，性能分析器记下每块调用；弗罗贝尼乌斯（Frobenius）范数；锁页内存中的批次。"
     kernels = "启动一个核函数；Jupyter 内核重启后，核对输出（`a, b`）并核实结果：GPU (cuda) 可用。"
     race = "复制和读取之间有竞态；第一次用 GPU 时 CUDA 会初始化；误差在 25% 以内，矩阵 100 × 100。"
+    race += "核函数的启动开销；耗时是它的 4 倍，至多 3 倍，差不多 2 倍；拓展内容。"
     laptop = "没有 GPU 的笔记本电脑也能跑，张量默认放在 CPU 上；见第 07 课。"
     clock = "它读时钟之前不等设备；读时钟以前先等设备做完，先等设备再读的主机时钟；提升时钟频率。"
     assert _glossary_problems([good, units, words, terms, kernels, race, laptop, clock]) == []
@@ -640,6 +655,7 @@ def test_glossary_names_each_checked_term():
     glossary = (NOTEBOOKS / "zh" / "README.md").read_text(encoding="utf-8")
     checked = ("笔记本电脑", "单元格", "核函数", "分发器", "中位数", "锁页内存", "显存", "误差棒")
     checked += ("弗罗贝尼乌斯", "锁页内存中的批次", "预热", "竞态", "初始化", "遥遥领先", "起步")
+    checked += ("初始开销", "相差", GROUP["zh"], "书外延伸")
     others = ("核心", "本节", "驱动", "编号", "会合", "集合通信", "流", "性能分析器", "meta 设备")
     missing = [term for term in (*checked, *others) if term not in glossary]
     assert not missing, f"notebooks/zh/README.md does not name {', '.join(missing)}"
