@@ -615,6 +615,30 @@ def test_chinese_in_the_readmes_follows_the_glossary(part):
     assert not problems, f"{part}: " + "; ".join(problems)
 
 
+# A line break inside a Chinese paragraph renders as a space (Chromium, JupyterLab): after a
+# Han character or Chinese punctuation, a Han character stays on the same line.
+_BROKEN = re.compile(rf"(?:{_CJK.pattern}|[“”…])\n[ \t]*{_HAN.pattern}")
+GLOSSARY = "notebooks/zh/README.md"
+
+
+def _broken_lines(text: str) -> list[str]:
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)  # code keeps its lines
+    return [re.sub(r"\n[ \t]*", "⏎", m) for m in _BROKEN.findall(text)]
+
+
+@pytest.mark.parametrize("name", [*map(_rel, ZH_SOURCES), *_chinese_parts(), GLOSSARY])
+def test_no_line_break_inside_a_chinese_paragraph(name):
+    parts = _chinese_parts()
+    text = "\n\n".join(parts[name]) if name in parts else (ROOT / name).read_text("utf-8")
+    broken = _broken_lines("\n\n".join(_markdown(ROOT / name)) if name.endswith(".py") else text)
+    assert not broken, f"{name}: {len(broken)} line breaks a reader sees as spaces: {broken[:8]}"
+
+
+def test_the_line_break_check_reads_chinese_as_a_reader_does():
+    assert _broken_lines("两段代码\n分轮运行，\n  交替 `meta`\n张量") == ["码⏎分", "，⏎交"]
+    assert _broken_lines("一段。\n\n下一段\n- 列表\n```\n代码\n注释\n```") == []
+
+
 # One paragraph per line, each breaking one rule.
 CAUGHT = """它返回由数字组成的普通行。 | 把它变成 Python 数。 | 用它除以中位时间。
 每十年就翻上一千倍。 | 再经过 PyTorch 的调度器。 | 下一个单元会安装它。 | 所谓"传输"只是一次复制。
