@@ -1,14 +1,13 @@
 """Publish what a GPU printed: python tools/publish_gpu.py [REPORT]
 
-With a gpu-check report folder, the lessons that passed there are copied, their
-metadata cleaned, into notebooks/gpu/<machine>/{en,zh}/ with manifest.json: the
-machine's facts and, per lesson, its file. The folder is replaced all or nothing (the
-new one is written beside it and swapped in at the end); a malformed run.json is refused
-with one line per field, as is any name that would leave its folder. Then, with or
-without a report, notebooks/gpu/README.md is generated from every machine's manifest:
-the machine, and per lesson its key results (cells tagged key-result) and how many of
-the current lesson's code cells are exactly what that machine ran. That page is the only
-generated file; the lessons link to it with a static line.
+A report comes from a machine the maintainer does not control: it is untrusted input. Its
+facts are held to the shapes gpu-check writes (one line per field refused); the lessons that
+passed are copied into notebooks/gpu/<machine>/{en,zh}/, keeping only what a lesson prints
+(clean()), with manifest.json (facts, notes, each lesson's file), all or nothing. Then, with or
+without a report, notebooks/gpu/README.md is generated from every manifest, facts escaped as
+text (markdown_text()): per lesson, how many of today's code cells are what that machine ran,
+and the key results (cells tagged key-result) whose code is still today's. That page is the
+only generated file; the lessons link to it with a static line.
 """
 
 import html
@@ -22,21 +21,24 @@ from collections import Counter
 from pathlib import Path
 
 import nbformat
+from nbformat import NotebookNode
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 FACTS = ["gpus", "driver", "torch", "cuda", "python", "date", "commit"]
 KEY_TAG, KEY_LINES = "key-result", 12
 LESSON = re.compile(r"[a-z]{2}/\d\d-[a-z0-9-]+")  # a lesson's step, as en/01-introduction
-GPU_NAME = r"[A-Za-z0-9 ._()-]{1,100}", "a GPU name: letters, digits, spaces and -_.(), 1 to 100"
-VERSION = r"\d[0-9A-Za-z.+]{0,39}", "a version: digits, dots, + and letters, at most 40"
-SHAPES = {  # what gpu-check writes for each fact; null where it could not tell
+NAME = r"(?=.*[A-Za-z0-9])[A-Za-z0-9 ._()-]{1,100}"  # a GPU name, with a letter or digit
+VERSION = r"\d[0-9A-Za-z.+]{0,39}", "a version: digits, dots, + and letters, at most 40, or null"
+SHAPES = {  # what gpu-check writes: gpus and notes are lists, the rest one value or null
+    "gpus": (NAME, "a list of GPU names: letters, digits, spaces, -_.(), 1 to 100 characters"),
+    "notes": (r"[^\x00-\x1f\x7f]{1,2000}", "a list of one-line texts of 1 to 2000 characters"),
     **dict.fromkeys(["driver", "torch", "cuda", "python"], VERSION),
-    "date": (r"\d{4}-\d\d-\d\d", "an ISO date such as 2026-12-04"),
-    "commit": (r"[0-9a-f]{4,64}", "a git commit in hex"),
+    "date": (r"\d{4}-\d\d-\d\d", "an ISO date such as 2026-12-04, or null"),
+    "commit": (r"[0-9a-f]{4,64}", "a git commit in hex, or null"),
 }
-NOTES = 20, 2000  # at most 20 notes of at most 2,000 printable characters
 ENTITY = {c: html.escape(c) for c in "&<>\"'"}
+PRINTED = {"text/plain": r"(?s).*", "image/png": r"[A-Za-z0-9+/=\s]*"}  # what clean() keeps
 
 
 def markdown_text(value: object) -> str:
@@ -51,37 +53,21 @@ def markdown_text(value: object) -> str:
     return "".join(ENTITY.get(c) or "\\" * (c in string.punctuation) + c for c in words)
 
 
-def shown(value: object) -> str:
-    """A value quoted in an error line: cut at 60 characters, its length said when longer."""
-    long = isinstance(value, str) and len(value) > 60
-    return f"{value!r:.60}" + (f"... ({len(value)} characters)" if long else "")
-
-
 def fact_problems(record: dict) -> list[str]:
     """Each fact of a run.json or manifest not of the shape gpu-check writes, one line each:
     facts reach a page, so none may hold more than a GPU name, a version, a date or a commit."""
-    problems, gpus = [], record.get("gpus")
-    if not isinstance(gpus, list):
-        problems.append(f"gpus must be a list of GPU names, got {shown(gpus)}")
-    for i, name in enumerate(gpus if isinstance(gpus, list) else []):
-        if not (isinstance(name, str) and re.fullmatch(GPU_NAME[0], name)):
-            problems.append(f"gpus[{i}] must be {GPU_NAME[1]} characters, got {shown(name)}")
-        elif i == 0 and not slug(name):
-            problems.append(f"gpus[0] {name!r} has no ASCII letter or digit to name a folder by")
+    problems = []
     for field, (pattern, what) in SHAPES.items():
-        value = record.get(field)
-        if value is not None and not (isinstance(value, str) and re.fullmatch(pattern, value)):
-            problems.append(f"{field} must be {what}, or null, got {shown(value)}")
-    notes = record.get("notes", [])
-    if (
-        not isinstance(notes, list)
-        or len(notes) > NOTES[0]
-        or not all(isinstance(n, str) and n.isprintable() and len(n) <= NOTES[1] for n in notes)
-    ):
-        problems.append(
-            f"notes must be a list of at most {NOTES[0]} lines of text, each at most"
-            f" {NOTES[1]} characters, got {shown(notes)}"
-        )
+        value = record.get(field, [] if field == "notes" else None)
+        if field in ("gpus", "notes"):
+            each = value if isinstance(value, list) else [None]
+            fits = all(isinstance(v, str) and re.fullmatch(pattern, v) for v in each)
+        else:
+            fits = value is None or isinstance(value, str) and re.fullmatch(pattern, value)
+        if not fits:  # quoted up to 60 characters, and its length said when longer
+            said = repr(value)
+            said = said if len(said) <= 60 else f"{said[:60]}... ({len(said)} characters)"
+            problems.append(f"{field} must be {what}, got {said}")
     return problems
 
 
@@ -115,12 +101,42 @@ def read_run(report: Path) -> dict:
     return run
 
 
-def clean(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Only what a reader needs: the kernel, each cell's tags, the outputs as run."""
+def read(path: Path) -> NotebookNode:
+    """A notebook, or one line naming the file that is none."""
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as error:  # missing, not JSON, not a notebook
+        raise SystemExit(f"{path}: not a notebook ({type(error).__name__})") from None
+
+
+def printed(output: NotebookNode) -> bool:
+    """Whether an output is what a lesson prints; of a rich one only text/plain and image/png
+    are kept. HTML, JavaScript, errors and any other type would run or render on a page."""
+    if output.output_type == "stream":
+        return output.get("name") in ("stdout", "stderr") and isinstance(output.get("text"), str)
+    rich = output.output_type in ("execute_result", "display_data")
+    data = output.get("data", {}).items() if rich else []
+    output.data = {k: v for k, v in data if re.fullmatch(PRINTED.get(k, "(?!)"), str(v))}
+    output.metadata = {}
+    return bool(output.data)
+
+
+def clean(notebook: NotebookNode, lesson: Path) -> NotebookNode:
+    """What a reader needs and nothing that runs on a page: the kernel, each cell's tags, the
+    outputs a lesson prints; markdown that is not today's `lesson`'s own is plain text (its
+    heading marks kept), and raw cells, which pass HTML through, are dropped."""
+    own = today(lesson, "markdown")
     notebook.metadata = {k: notebook.metadata[k] for k in ["kernelspec"] if k in notebook.metadata}
+    notebook.cells = [c for c in notebook.cells if c.cell_type in ("code", "markdown")]
     for cell in notebook.cells:
         tags = cell.metadata.get("tags")
         cell.metadata = {"tags": tags} if tags else {}
+        cell.pop("attachments", None)
+        if cell.cell_type == "code":
+            cell.outputs = [output for output in cell.outputs if printed(output)]
+        elif cell.source not in own:
+            lines = [(re.match(r"(#{1,6} )?", line)[0], line) for line in cell.source.splitlines()]
+            cell.source = "\n".join(mark + markdown_text(line[len(mark) :]) for mark, line in lines)
     return notebook
 
 
@@ -143,14 +159,14 @@ def publish(report: Path, notebooks: Path = NOTEBOOKS) -> Path:
         for file in lessons.values():
             if (executed / file).is_symlink():
                 raise ValueError(f"{executed / file} is a link, not a file gpu-check wrote")
-            notebook = clean(nbformat.read(executed / file, as_version=4))
+            notebook = clean(nbformat.read(executed / file, as_version=4), notebooks / file)
             (new / file).parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(notebook, new / file)
         facts = {k: run.get(k) for k in FACTS}
         manifest = {"machine": machine, **facts, "notes": run.get("notes", []), "lessons": lessons}
         text = json.dumps(manifest, indent=1, ensure_ascii=False)
         (new / "manifest.json").write_text(text + "\n", encoding="utf-8")
-    except Exception as error:  # a lesson that is no notebook, a full disk, ...
+    except (Exception, SystemExit) as error:  # a lesson that is no notebook, a full disk, ...
         shutil.rmtree(new)
         why = f"{type(error).__name__}: {str(error).splitlines()[0][:200] if str(error) else ''}"
         raise SystemExit(f"{report}: nothing published, {folder} is as it was ({why})") from None
@@ -162,28 +178,39 @@ def publish(report: Path, notebooks: Path = NOTEBOOKS) -> Path:
     return folder
 
 
-def key_results(notebook: nbformat.NotebookNode) -> list[str]:
-    """The text printed by cells tagged key-result, at most KEY_LINES lines a cell."""
-    lines = []
-    for cell in notebook.cells:
-        if KEY_TAG in cell.metadata.get("tags", []):
-            text = "".join(
-                o.get("text", "") or o.get("data", {}).get("text/plain", "")
-                for o in cell.get("outputs", [])
-            )
-            lines += text.strip().splitlines()[:KEY_LINES]
-    return lines
+def code(cell: NotebookNode) -> str:
+    """A cell's code without comment lines and blank lines (they print nothing)."""
+    return "\n".join(s for s in cell.source.splitlines() if s.strip()[:1] not in ("", "#"))
 
 
-def code_cells(notebook: nbformat.NotebookNode) -> list[str]:
-    """Each code cell's code, without comment lines and blank lines (they print nothing)."""
-    code = [c.source.splitlines() for c in notebook.cells if c.cell_type == "code"]
-    return ["\n".join(s for s in lines if s.strip()[:1] not in ("", "#")) for lines in code]
+def code_cells(notebook: NotebookNode) -> list[str]:
+    """Each code cell's code, comments aside."""
+    return [code(c) for c in notebook.cells if c.cell_type == "code"]
 
 
-def as_run(published: nbformat.NotebookNode, current: Path) -> tuple[int, int]:
+def today(lesson: Path, kind: str) -> list[str]:
+    """Today's lesson's markdown cells, or its code cells' code (comments aside); [] if gone."""
+    cells = [c for c in read(lesson).cells if c.cell_type == kind] if lesson.is_file() else []
+    return [code(c) if kind == "code" else c.source for c in cells]
+
+
+def key_results(published: NotebookNode, current: Path) -> tuple[list[str], int]:
+    """The text printed by cells tagged key-result whose code (comments aside) is in today's
+    lesson, at most KEY_LINES lines a cell; and how many ran code that has changed since."""
+    keyed, lesson = (
+        [c for c in published.cells if KEY_TAG in c.metadata.get("tags", [])],
+        today(current, "code"),
+    )
+    lines, same = [], [c for c in keyed if code(c) in lesson]
+    for outputs in (cell.get("outputs", []) for cell in same):
+        texts = [o.get("text") or o.get("data", {}).get("text/plain", "") for o in outputs]
+        lines += "".join(texts).strip().splitlines()[:KEY_LINES]
+    return lines, len(keyed) - len(same)
+
+
+def as_run(published: NotebookNode, current: Path) -> tuple[int, int]:
     """(7, 9): 7 of the current lesson's 9 code cells are as that machine ran them."""
-    lesson = code_cells(nbformat.read(current, as_version=4)) if current.is_file() else []
+    lesson = today(current, "code")
     ran, same = Counter(code_cells(published)), 0
     for source in lesson:  # each published cell vouches for one current cell at most
         if ran[source]:
@@ -194,21 +221,23 @@ def as_run(published: nbformat.NotebookNode, current: Path) -> tuple[int, int]:
 
 def title(lesson: Path) -> str:
     """'04 – Asynchrony and transfers', from the lesson's first heading."""
-    notebook = nbformat.read(lesson, as_version=4)
-    heading = notebook.cells[0].source.splitlines()[0].lstrip("# ").split(":")[0]
+    heading = read(lesson).cells[0].source.splitlines()[0].lstrip("# ").split(":")[0]
     return f"{lesson.stem[:2]} – {heading}"
 
 
 def read_manifest(path: Path) -> dict:
-    """A machine's manifest.json, checked: its facts, and lessons inside its folder."""
+    """A machine's manifest.json, checked as run.json is, with a GPU and lessons inside its
+    folder; or one line naming the file and what is wrong."""
     try:
         m = json.loads(path.read_text(encoding="utf-8"))
-        missing = [k for k in [*FACTS, "lessons"] if k not in m]
+        problems = [f"no {k}" for k in [*FACTS, "lessons"] if k not in m] + fact_problems(m)
         inside = all(LESSON.fullmatch(n) and f == f"{n}.ipynb" for n, f in m["lessons"].items())
-    except (ValueError, TypeError, AttributeError, KeyError) as error:
+    except (OSError, ValueError, TypeError, AttributeError, KeyError) as error:
         raise SystemExit(f"{path}: not a manifest ({type(error).__name__}: {error})") from None
-    if missing or not inside or not isinstance(m["gpus"], list):
-        raise SystemExit(f"{path}: needs {FACTS}, gpus a list, lessons as en/01-x: en/01-x.ipynb")
+    problems += ["gpus is empty, and a record is what a GPU ran"] * (m.get("gpus") == [])
+    problems += ["lessons must map each en/01-x to en/01-x.ipynb"] * (not inside)
+    if problems:
+        raise SystemExit(f"{path}: " + "; ".join(problems))
     return m
 
 
@@ -224,48 +253,52 @@ def render(notebooks: Path = NOTEBOOKS) -> str:
         "# What a GPU printed for these lessons / 各课在 GPU 上打印的结果",
         "",
         "Each folder holds the lessons as `make gpu-check` executed them on one machine,",
-        "published by `make gpu-publish` (`tools/publish_gpu.py`, which generates this page).",
-        "They are records to read; the lessons to edit and run are in `../en/` and `../zh/`.",
-        '"As run" counts the current lesson\'s code cells whose code (comments aside) is exactly',
-        "what that machine ran, counted when this page was generated; the other cells' outputs",
-        "there come from older code or are missing.",
+        "published by `make gpu-publish` (`tools/publish_gpu.py`, which generates this page):",
+        'records to read; the lessons to edit and run are in `../en/` and `../zh/`. "As run"',
+        "counts today's code cells whose code (comments aside) is what that machine ran. Where a",
+        "lesson has changed since, an older version ran: the other cells' outputs come from older",
+        "code or are missing, and a key result is quoted only where its cell's code is today's.",
         "",
         "每个目录是 `make gpu-check` 在一台机器上执行过的各课，只供阅读；"
-        "“as run” 是当前课程中与那台机器运行时完全相同的代码单元格数。",
+        "“as run” 是当前课程中与那台机器运行时完全相同的代码单元格数。"
+        "课程此后改过的，那台机器运行的是旧版本；关键结果只引用代码至今未变的单元格。",
     ]
     current = sorted(notebooks.glob("en/[0-9]*.ipynb"))
     for folder, m in machines(notebooks):
-        gpus = ", ".join(f"{n} × {name}" for name, n in Counter(m["gpus"]).items())
+        gpus = ", ".join(f"{n} × {markdown_text(g)}" for g, n in Counter(m["gpus"]).items())
         lines += ["", f"## {gpus} (`{folder.name}/`)", ""]
+        fact = {k: markdown_text(m[k] or "unknown") for k in FACTS}
         lines += [
-            f"Driver {m['driver']}, torch {m['torch']} (CUDA {m['cuda']}), Python {m['python']};"
-            f" run on {m['date']} at commit {m['commit'] or 'unknown'}.",
-            *[f"\n{note}" for note in m.get("notes", [])],
+            f"Driver {fact['driver']}, torch {fact['torch']} (CUDA {fact['cuda']}), Python"
+            f" {fact['python']}; run on {fact['date']} at commit {fact['commit']}.",
+            *[f"\n{markdown_text(note)}" for note in m.get("notes", [])],
             "",
             "| lesson | en: code cells as run | zh: code cells as run |",
             "| --- | --- | --- |",
         ]
         keys = []
         for lesson in current:
-            heading = title(lesson)
+            heading = markdown_text(title(lesson))
             row = [heading]
             for language in ("en", "zh"):
                 name = f"{language}/{lesson.stem}"
                 if name not in m["lessons"]:
                     row.append("not run on this machine")
                     continue
-                published = nbformat.read(folder / m["lessons"][name], as_version=4)
+                published = read(folder / m["lessons"][name])
                 same, total = as_run(published, notebooks / f"{name}.ipynb")
-                row.append(f"[{same} of {total}]({folder.name}/{m['lessons'][name]})")
-                if found := key_results(published):
-                    keys += ["", f"{heading} ({language}):", "", "```", *found, "```"]
+                older = same < total or same < len(code_cells(published))
+                link = f"[{same} of {total}]({folder.name}/{m['lessons'][name]})"
+                row.append(link + ", an older version ran" * older)
+                found, changed = key_results(published, notebooks / f"{name}.ipynb")
+                ticks = [len(run) + 1 for run in re.findall("`+", "\n".join(found))]
+                fence = "`" * max([3, *ticks])  # longer than any in the text: no line closes it
+                keys += ["", f"{heading} ({language}):", "", fence, *found, fence] * bool(found)
+                said = f"key-result cells whose code has changed since, not quoted: {changed}"
+                keys += [f"\n{heading} ({language}): {said}."] * bool(changed)
             lines.append("| " + " | ".join(row) + " |")
-        if keys:
-            lines += [
-                "",
-                "Key results (the cells tagged `key-result`, as this machine printed them):",
-            ]
-            lines += keys
+        said = "Key results (cells tagged `key-result` whose code is today's, as printed there):"
+        lines += ["", said, *keys] if keys else []
     return "\n".join(lines) + "\n"
 
 
