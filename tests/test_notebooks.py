@@ -530,6 +530,11 @@ def test_each_figure_is_labelled_closed_and_stored(path):
             problems.append(f"{where} stores no PNG (make execute draws it)")
         if "nbval-ignore-output" not in cell.metadata.get("tags", []):
             problems.append(f"{where} lacks the nbval-ignore-output tag")
+        if "dpi=200" not in cell.source:
+            problems.append(f"{where} is not drawn at twice the pixels (dpi=200)")
+        alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt", "")
+        if len(_HAN.findall(alt) if path.parent.name == "zh" else alt.split()) < 5:
+            problems.append(f"{where} has no alt text in its language (mystnb.image.alt)")
     assert not problems, f"{_rel(path)}: " + "; ".join(problems)
 
 
