@@ -78,7 +78,7 @@ SITE_MODULES := sphinx, myst_nb, sphinx_book_theme, sphinx_copybutton, jieba
 site: $(STAMP) ## build the lessons as a website in build/site/ (English and Chinese)
 	$(PY) -c 'import $(SITE_MODULES)' 2>/dev/null || \
 	    $(PY) -m pip install -q -c constraints.txt -e '.[site]'
-	$(PY) site/build.py $(SITE_NOTEBOOKS)
+	$(PY) site/build.py "$(SITE_NOTEBOOKS)"
 
 constraints: ## re-pin constraints.txt from a fresh resolve (then review the diff)
 	rm -rf $(VENV)-pin && $(PYTHON) -m venv $(VENV)-pin

@@ -1,9 +1,15 @@
 """make site: `python site/build.py [NOTEBOOKS]` stages each language in build/site-src/ from the
-stored outputs (nothing runs); Sphinx builds it in build/site/, warnings as errors."""
+stored outputs (nothing runs) and builds it there with Sphinx, warnings as errors; only then do
+the pages go, in a new folder, in place of build/site/, so a failed, interrupted or concurrent
+build (a lock makes it wait) leaves the last good site whole. Staged files keep their time when
+unchanged and Sphinx keeps its doctrees and pages, so a rebuild redoes only what changed."""
 
+import fcntl
 import re
 import shutil
+import signal
 import sys
+import tempfile
 from os.path import relpath
 from pathlib import Path
 
@@ -12,47 +18,101 @@ from sphinx.cmd.build import build_main
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from publish_gpu import as_run, machines  # noqa: E402 (the GPU records, as its page reads them)
+from publish_gpu import as_run, machines, markdown_text  # noqa: E402 (the GPU records)
 
-STAGE, SITE = ROOT / "build" / "site-src", ROOT / "build" / "site"
 HAN = "[\u4e00-\u9fff]"  # zh search finds the glossary's terms whole (锁页内存): jieba's words
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\((\S+?)\)")
 RELATIVE = re.compile(r"(?<!!)\[([^\]]*)\]\((?!https?:|#)[^)]*\)")
-OUTSIDE = re.compile(r"\]\((\.\./(?:\.\./)?(?:README\.md|gpu/))")  # links out of a lesson folder
-LINKS = {"../README.md": "index.md", "../gpu/": "gpu/",
-         "../../README.md": "https://github.com/d2l-gpu/d2l-gpu/blob/main/README.md"}
-BUTTONS = "[{colab}]({url}){{.btn .btn-outline-primary .btn-sm}} {{download}}`{get} <{ipynb}>`"
-RECORD = ("{gpu}, driver {driver}, torch {torch} (CUDA {cuda}), {date}, commit {commit}:"
-          " {same} of {total} code cells as run.")  # as notebooks/gpu/README.md says it
+OUTSIDE = re.compile(r"\[([^\]]*)\]\((\.\./[^)#]*)(#[^)]*)?\)")  # a link out of a lesson folder
+LINKS = {  # where such a link goes on the site, and its words where they were a path
+    "../README.md": ("index.md", "the index", "目录"),
+    "../gpu/README.md": ("gpu/README.md", "what a GPU printed", "GPU 打印的结果"),
+    "../../README.md": ("https://github.com/d2l-gpu/d2l-gpu#readme", "README", "README"),
+}
+GPU_LINE = re.compile(r"\n\n.*\]\(\.\./gpu/README\.md\).*")  # the generated line says it
+FACTS = ["driver", "torch", "cuda", "date", "commit"]  # a GPU record's, untrusted: escaped
+OUTPUTS = {"text/plain", "image/png"}  # what a page shows of an output: never HTML or a script
+UNUSED = shutil.ignore_patterns("jupyter_execute", "_sources", "*.map", ".*", "*macros.html")
+BUTTON = "[{}]({}){{.btn .btn-outline-primary .btn-sm}}"
+RECORD = "{gpu}, driver {driver}, torch {torch} (CUDA {cuda}), {date}, commit {commit}:"
 SAY = {
-    "en": dict(colab="Open in Colab", get="Download the notebook",
+    "en": dict(
+        colab="Open in Colab",
+        get="Download the notebook",
         made="Outputs from a run on {device} with torch {torch}, {date}. ",
-        gpu="[What {gpu} printed]({page}) on {date}: it ran {same} of these {total} cells as is.",
-        none="No GPU has run this lesson yet."),
-    "zh": dict(colab="在 Colab 中打开", get="下载笔记本", none="还没有 GPU 运行过这一课。",
+        same="{gpu} ran this lesson as it is on {date}: [what it printed]({page}).",
+        older="An older version of this lesson ran on {gpu} on {date}: [what it printed]({page}).",
+        none="No GPU has run this lesson yet; [what GPUs printed for the others](gpu/README.md).",
+        book="The book's own section: [GPUs](https://d2l.ai/chapter_builders-guide/use-gpu.html).",
+    ),
+    "zh": dict(
+        colab="在 Colab 中打开",
+        get="下载笔记本",
         made="本页输出来自 {date} 在 {device} 上用 torch {torch} 的一次运行。",
-        gpu="本课 {total} 个代码单元格中，{gpu} 原样运行过 {same} 个："
-        "[它打印的结果]({page})（{date}）。"),
+        same="{gpu} 于 {date} 原样运行过本课：[它打印的结果]({page})。",
+        older="{gpu} 于 {date} 运行过本课的一个旧版本：[它打印的结果]({page})。",
+        none="还没有 GPU 运行过这一课；[其他各课在 GPU 上打印的结果](gpu/README.md)。",
+        book="原书的这一节：[GPU](https://zh.d2l.ai/chapter_deep-learning-computation/use-gpu.html)。",
+    ),
 }
 
 
-def relink(text: str) -> str:
-    return OUTSIDE.sub(lambda link: f"]({LINKS[link[1]]}", text)
+def read(path: Path) -> nbformat.NotebookNode:
+    """A notebook with cells, or one line naming the file and what is wrong with it."""
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except Exception as error:  # missing, not JSON, not a notebook
+        raise SystemExit(f"{path}: not a notebook ({type(error).__name__}: {error})") from None
+    if not notebook.get("cells"):
+        raise SystemExit(f"{path}: no cells; a lesson starts with its title and Colab badge")
+    return notebook
 
 
-def stage_notebook(source: Path, target: Path, line: str, record: str = "") -> None:
-    """A copy with `line` where its Colab badge was ({url}: the badge's address), its links
-    relinked; a GPU record's title names the `record` and its links are plain text (stale)."""
-    notebook = nbformat.read(source, as_version=4)
-    for cell in (c for c in notebook.cells if c.cell_type == "markdown"):
-        cell.source = RELATIVE.sub(r"\1", cell.source) if record else relink(cell.source)
-    title = notebook.cells[0]
-    title.source = title.source.replace("\n", f" ({record})\n" if record else "\n", 1)
+def text(path: Path) -> str:
+    if not path.is_file():
+        raise SystemExit(f"{path}: missing; the site is built from it")
+    return path.read_text(encoding="utf-8")
+
+
+def relink(source: str, lang: str, where: Path) -> str:
+    """Links out of a lesson folder go to the site's page; words that were a path, its name."""
+
+    def site(link: re.Match) -> str:
+        if link[2] not in LINKS:
+            raise SystemExit(
+                f"{where}: {link[0]} leads nowhere on the site; a link out of a"
+                f" lesson folder may go to {', '.join(LINKS)}"
+            )
+        page, *names = LINKS[link[2]]
+        words = names[lang == "zh"] if re.fullmatch(r"`?[\w./-]+`?", link[1]) else link[1]
+        return f"[{words}]({page}{link[3] or ''})"
+
+    return OUTSIDE.sub(site, source)
+
+
+def stage_notebook(source: Path, lang: str, line: str, record: str = "") -> str:
+    """A copy with `line` where its Colab badge was ({url}: the badge's address), its outputs
+    only text and PNG, its setup cell folded; a GPU record's title names the `record`, its links
+    are plain text and search leaves it out, so that today's lessons come first."""
+    notebook = read(source)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            for output in (o for o in cell.outputs if "data" in o):
+                output.data = {k: v for k, v in output.data.items() if k in OUTPUTS}
+            cell.outputs = [o for o in cell.outputs if o.get("data", True)]
+        else:
+            cell.source = RELATIVE.sub(r"\1", cell.source) if record else cell.source
+            cell.source = relink(GPU_LINE.sub("", cell.source, 1), lang, source)
+    title, setup = notebook.cells[0], notebook.cells[1:2]
+    title.source = title.source.replace("\n", f" ({record})\n" * bool(record) or "\n", 1)
     title.source, found = BADGE.subn(lambda badge: line.replace("{url}", badge[1]), title.source)
     if found != 1:
         raise SystemExit(f"{source}: its first cell has {found} Colab badges, not one")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(notebook, target)
+    if setup and "google.colab" in setup[0].source:  # Colab's setup, not the lesson: folded
+        setup[0].metadata.setdefault("tags", []).append("hide-input")
+    if record:  # Sphinx leaves out of search a page that has this key, whatever its value
+        notebook.metadata["nosearch"] = True
+    return nbformat.writes(notebook)
 
 
 def toctree(entries: list[str], *options: str) -> str:
@@ -62,64 +122,149 @@ def toctree(entries: list[str], *options: str) -> str:
 def index(readme: Path, lang: str) -> str:
     """notebooks/README.md in one language, each table a toctree; then gpu/, zh: the glossary."""
     blocks = []
-    for block in readme.read_text(encoding="utf-8").split("\n\n"):
-        if block.startswith("#"):
-            marks, heading = block.split(" ", 1)
-            blocks.append(f"{marks} {heading.split(' / ')[lang == 'zh']}")
+    for block in text(readme).split("\n\n"):
+        if heading := re.fullmatch(r"(#+ )(.*)", block, re.S):  # "## Path / 主线", or one half
+            blocks.append(heading[1] + heading[2].split(" / ")[-(lang == "zh")])
         elif block.startswith("|"):
             rows = re.findall(rf"^\| (\d+) .*?\[([^\]]+)\]\({lang}/([\w-]+)\.ipynb", block, re.M)
             blocks.append(toctree([f"{n} · {t.replace('`', '')} <{s}>" for n, t, s in rows]))
         elif bool(re.search(HAN, block)) == (lang == "zh") and "](" not in block:
             blocks.append(block)
+    blocks.insert(2, SAY[lang]["book"])  # after the title and the first paragraph
     return "\n\n".join([*blocks, toctree(["gpu/README"] + ["README"] * (lang == "zh"))]) + "\n"
 
 
-def stage(notebooks: Path, lang: str, manifests: list) -> None:
-    """build/site-src/<lang>/: notebooks/gpu/ with each record's facts; each lesson with a line
-    on what made its outputs and what a GPU printed for it; zh: the glossary; the index."""
-    say, out, runs = SAY[lang], STAGE / lang, {}
+def stage(notebooks: Path, lang: str, manifests: list, out: Path) -> dict[str, str]:
+    """The files of `out` (build/site-src/<lang>/): notebooks/gpu/ with each record's facts; each
+    lesson with a line on what made its outputs and what a GPU printed for it; zh: the glossary
+    and its terms for jieba (../zh-words.txt); the index."""
+    say, files, runs = SAY[lang], {}, {}
     for folder, m in manifests:  # both languages' records, as gpu/README.md links both
         for name, file in m["lessons"].items():
-            ran = nbformat.read(folder / file, as_version=4)
-            same, total = as_run(ran, notebooks / f"{name}.ipynb")
-            facts = {**m, "gpu": m["gpus"][0], "commit": m["commit"] or "?", "same": same,
-                     "total": total, "page": f"gpu/{folder.name}/{file}"}
-            runs.setdefault(name, []).append(facts)
-            stage_notebook(folder / file, out / facts["page"], RECORD.format(**facts), facts["gpu"])
-    readme = (notebooks / "gpu" / "README.md").read_text(encoding="utf-8")
-    (out / "gpu").mkdir(parents=True, exist_ok=True)
-    records = toctree(["*/*/*"], ":glob:", ":hidden:")
-    (out / "gpu" / "README.md").write_text(f"{readme}\n{records}\n", encoding="utf-8")
+            same, total = as_run(read(folder / file), notebooks / f"{name}.ipynb")
+            facts = {k: markdown_text(m[k] or "?") for k in FACTS}
+            facts.update(gpu=markdown_text(m["gpus"][0]), page=f"gpu/{folder.name}/{file}")
+            runs.setdefault(name, []).append({**facts, "now": same == total})
+            said = f"{RECORD.format(**facts)} {same} of {total} code cells as run."
+            files[facts["page"]] = stage_notebook(folder / file, lang, said, facts["gpu"])
+    files["gpu/README.md"] = (
+        text(notebooks / "gpu" / "README.md") + "\n" + toctree(["*/*/*"], ":glob:", ":hidden:")
+    )
     for lesson in sorted((notebooks / lang).glob("[0-9]*.ipynb")):
-        made = nbformat.read(lesson, as_version=4).metadata.get("executed")
-        if not made:
-            raise SystemExit(f"{lesson}: no record of what made its outputs (tools/execute.py)")
-        gpus = [say["gpu"].format(**run) for run in runs.get(f"{lang}/{lesson.stem}", [])]
-        said = say["made"].format(**made) + (" ".join(gpus) or say["none"])
-        buttons = BUTTONS.format(**say, ipynb=relpath(lesson, out), url="{url}")
-        stage_notebook(lesson, out / lesson.name, f"{buttons}\n\n{said}")
-    if lang == "zh":  # the glossary, README.md as the zh lessons link to it; its terms for jieba
-        glossary = relink((notebooks / "zh" / "README.md").read_text(encoding="utf-8"))
-        (out / "README.md").write_text(glossary, encoding="utf-8")
-        terms = " ".join(re.findall(r"^\| [ -{]+ \| ([^|]+) \|[^|]*\|$", glossary, re.M))
-        (STAGE / "zh-words.txt").write_text("\n".join(re.findall(HAN + "{2,}", terms)), "utf-8")
-    (out / "index.md").write_text(index(notebooks / "README.md", lang), encoding="utf-8")
+        made = read(lesson).metadata.get("executed", {})
+        if missing := {"device", "torch", "date"} - set(made):
+            raise SystemExit(
+                f"{lesson}: metadata.executed lacks {', '.join(sorted(missing))};"
+                " tools/execute.py records what made a lesson's outputs"
+            )
+        runs_here = runs.get(f"{lang}/{lesson.stem}", [])
+        gpus = [say["same" if run["now"] else "older"].format(**run) for run in runs_here]
+        made = say["made"].format(**{k: markdown_text(made[k]) for k in made})
+        buttons = (
+            BUTTON.format(say["colab"], "{url}")
+            + " "
+            + BUTTON.format(say["get"], "path:" + relpath(lesson, out))
+        )
+        line = f"{buttons}\n\n{made}{' '.join(gpus) or say['none']}"
+        files[lesson.name] = stage_notebook(lesson, lang, line)
+    if lang == "zh":  # the glossary, README.md as the zh lessons link to it
+        files["README.md"] = relink(text(notebooks / "zh" / "README.md"), lang, notebooks / "zh")
+        terms = " ".join(re.findall(r"^\| [ -{]+ \| ([^|]+) \|[^|]*\|$", files["README.md"], re.M))
+        files["../zh-words.txt"] = "\n".join(re.findall(HAN + "{2,}", terms))
+    files["index.md"] = index(notebooks / "README.md", lang)
+    return files
 
 
-def main(argv: list[str]) -> int:
-    notebooks = Path(argv[0] if argv else ROOT / "notebooks").resolve()
-    manifests = machines(notebooks)
-    for folder in (STAGE, SITE):
-        shutil.rmtree(folder, ignore_errors=True)
+def sync(folder: Path, files: dict[str, str]) -> bool:
+    """Write each file whose text changed (one unchanged keeps its time: Sphinx skips it) and
+    remove those no longer staged; whether any was removed (its page would stay)."""
+    for name, content in files.items():
+        if not (folder / name).is_file() or (folder / name).read_text("utf-8") != content:
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_text(content, "utf-8")
+    staged = {(folder / name).resolve() for name in files}
+    gone = [p for p in folder.rglob("*") if p.is_file() and p.resolve() not in staged]
+    for path in gone:
+        path.unlink()
+    return bool(gone)
+
+
+def swap_in(pages: Path, site: Path) -> None:
+    """Copy what pages use into a new folder beside `site`, then rename it over `site`; Ctrl-C
+    and SIGTERM wait until both renames are done, so there is always one whole site."""
+    new = Path(tempfile.mkdtemp(prefix=".site-new-", dir=site.parent))
+    try:
+        shutil.copytree(pages, new, ignore=UNUSED, dirs_exist_ok=True)
+        shutil.copy(ROOT / "site" / "index.html", new / "index.html")
+    except BaseException:
+        shutil.rmtree(new)
+        raise
+    old, stops = new.with_name(new.name.replace("new", "old")), {signal.SIGINT, signal.SIGTERM}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    if site.exists():
+        site.rename(old)
+    new.rename(site)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def build(notebooks: Path, into: Path) -> int:
+    """Stage, build each language in `into`/site-src/pages/, then swap it in as `into`/site."""
+    work, manifests = into / "site-src", machines(notebooks)
+    staged = {lang: stage(notebooks, lang, manifests, work / lang) for lang in SAY}
+    unfinished = work / "unfinished"
+    if unfinished.exists():  # a build failed or stopped there: start again from nothing
+        shutil.rmtree(work)
+    for stale in into.glob(".site-*"):  # what a killed build left beside the site
+        shutil.rmtree(stale)
+    for lang, files in staged.items():
+        if sync(work / lang, files):
+            shutil.rmtree(work / "pages" / lang, ignore_errors=True)
+    unfinished.touch()
     for lang in SAY:
-        stage(notebooks, lang, manifests)
-        options = ["-W", "-q", "-t", lang, "-c", str(ROOT / "site"), "-d", str(STAGE / f".{lang}"),
-                   "-D", f"html_search_options.dict={STAGE / 'zh-words.txt'}"]  # zh only
-        if build_main([*options, str(STAGE / lang), str(SITE / lang)]):
+        options = [
+            "-W",
+            "-q",
+            "-t",
+            lang,
+            "-c",
+            str(ROOT / "site"),
+            "-d",
+            str(work / f".{lang}"),
+            "-D",
+            "html_copy_source=0",  # no _sources/: no page links to them
+            "-D",
+            f"html_search_options.dict={work / 'zh-words.txt'}",
+        ]  # zh only
+        if build_main([*options, str(work / lang), str(work / "pages" / lang)]):
             return 1
-    shutil.copy(ROOT / "site" / "index.html", SITE / "index.html")
+    unfinished.unlink()
+    swap_in(work / "pages", into / "site")
     return 0
 
 
+def main(argv: list[str], into: Path = ROOT / "build") -> int:
+    """Build the site from `argv`'s one folder of notebooks; a second build at once waits."""
+    notebooks = Path(argv[0] if argv else ROOT / "notebooks").resolve()
+    if len(argv) > 1 or not notebooks.is_dir():
+        raise SystemExit(
+            f"site/build.py: one folder of notebooks expected (quote a path with a"
+            f" space), got {' '.join(argv)!r}"
+        )
+    into.mkdir(parents=True, exist_ok=True)
+    with open(into / "site.lock", "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("site: another build of the site is running; this one waits for it", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return build(notebooks, into)
+        except KeyboardInterrupt:
+            print(f"site: interrupted; {into / 'site'} is the last good site, as it was")
+            return 130
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops as Ctrl-C does
     sys.exit(main(sys.argv[1:]))
