@@ -1,6 +1,8 @@
 """`make lab` on a copy of notebooks/, and `make site`, for the browser tests
 (`make test-browser` only)."""
 
+import functools
+import http.server
 import importlib.util
 import os
 import secrets
@@ -8,6 +10,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -18,7 +21,7 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's (apt-get install chromium); Playwright drives it
 ARGS = ["--disable-dev-shm-usage", "--disable-gpu"] + (["--no-sandbox"] * (os.geteuid() == 0))
-SITE_EXTRA = ["sphinx", "myst_nb", "sphinx_book_theme", "jieba"]  # what pip install '.[site]' adds
+SITE_EXTRA = ["sphinx", "myst_nb", "sphinx_book_theme", "sphinx_copybutton", "jieba"]  # .[site]
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -83,3 +86,15 @@ def site() -> Path:
     if built.returncode:
         pytest.fail(f"`make site` failed:\n{built.stdout[-3000:]}{built.stderr[-3000:]}", False)
     return REPOSITORY / "build" / "site"
+
+
+@pytest.fixture(scope="module")
+def served(site: Path, tmp_path_factory) -> str:
+    """The site served over HTTP under /d2l-gpu/, as GitHub Pages serves it: its address."""
+    root = tmp_path_factory.mktemp("pages")
+    (root / "d2l-gpu").symlink_to(site, target_is_directory=True)
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(root))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        yield f"http://127.0.0.1:{server.server_address[1]}/d2l-gpu"
+        server.shutdown()
