@@ -181,24 +181,33 @@ else:
 # Training keeps four numbers for every parameter: its weight, its gradient and
 # Adam's two running averages (the *moments*), each a 4-byte `float32`. That is
 # 16 bytes a parameter before any activation: a billion parameters need 16 GB.
-# The cell counts the bytes of those tensors as one step creates them: the
-# gradients appear at the first `backward()`, the moments at the first
-# `optimizer.step()`. The CPU has no allocator counter, so there the cell
-# counts tensors only. On a CUDA GPU it also prints `memory_allocated`, which
-# should read a little more from the first product on (cuBLAS's working space
-# comes from the same allocator), and the peak, which also holds what lived
+# The cell counts those tensors' bytes as one step creates them: gradients at
+# the first `backward()`, moments at the first `optimizer.step()`. The CPU has
+# no allocator counter, so there it counts tensors only. On a CUDA GPU it also
+# prints `memory_allocated` and the peak, counted after a throwaway step in
+# which cuBLAS takes its working space from the same allocator. The counter
+# should then match the tensors, and the peak exceed them by what lived
 # briefly: activations and the step's temporaries. No GPU has run this cell yet.
 
 # %% tags=["nbval-ignore-output", "key-result"]
-model = torch.nn.Sequential(
-    torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024)
-).to(device)
+batch = torch.randn(64, 1024, device=device)
+
+
+def two_layers():
+    return torch.nn.Sequential(
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024)
+    ).to(device)
+
+
+two_layers()(batch).square().mean().backward()  # throwaway: cuBLAS sets up here
+if device.type == "cuda":
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+model = two_layers()
 optimizer = torch.optim.Adam(model.parameters())
 weights = list(model.parameters())
 count = sum(w.numel() for w in weights)
 print(f"{count:,} parameters x 16 bytes = {count * 16 / MiB:.1f} MiB")
-if device.type == "cuda":
-    torch.cuda.reset_peak_memory_stats(device)
 
 
 def kept(step):
@@ -207,13 +216,13 @@ def kept(step):
     held = sum(t.nbytes for t in weights + grads + moments)
     line = f"{step:<15} weights, gradients and moments: {held / MiB:5.1f} MiB"
     if device.type == "cuda":
-        line += f" | allocated {torch.cuda.memory_allocated(device) / MiB:5.1f} MiB"
-        line += f" | peak {torch.cuda.max_memory_allocated(device) / MiB:5.1f} MiB"
+        line += f" | allocated {(torch.cuda.memory_allocated(device) - base) / MiB:5.1f} MiB"
+        line += f" | peak {(torch.cuda.max_memory_allocated(device) - base) / MiB:5.1f} MiB"
     print(line)
 
 
 kept("model created")
-model(torch.randn(64, 1024, device=device)).square().mean().backward()
+model(batch).square().mean().backward()
 kept("after backward")
 optimizer.step()
 kept("after step")

@@ -138,18 +138,27 @@ else:
 # %% [markdown]
 # ## 一步训练占多少字节
 #
-# 训练时每个参数要存四个数：权重、梯度，以及 Adam 的两个移动平均（梯度的一阶矩和二阶矩，下面简称“矩”），每个都是 4 字节的 `float32`。所以还没算激活值，每个参数就要占 16 字节，10 亿个参数就要 16 GB。下面的单元格在一步训练创建这些张量的过程中统计它们的字节数：梯度在第一次 `backward()` 时出现，两个矩在第一次 `optimizer.step()` 时出现。CPU 没有分配器的计数器，所以在 CPU 上单元格只统计这些张量。在 CUDA GPU 上，单元格还打印 `memory_allocated`：从第一次矩阵乘法起，它应当比统计的数略大（cuBLAS 的工作空间也由同一个分配器分出）；再打印峰值，峰值还包括只存在片刻的激活值和这一步的临时张量。这个单元格还没有在 GPU 上运行过。
+# 训练时每个参数要存四个数：权重、梯度，以及 Adam 的两个移动平均（梯度的一阶矩和二阶矩，下面简称“矩”），每个都是 4 字节的 `float32`。所以还没算激活值，每个参数就要占 16 字节，10 亿个参数就要 16 GB。下面的单元格在一步训练创建这些张量的过程中统计它们的字节数：梯度在第一次 `backward()` 时出现，两个矩在第一次 `optimizer.step()` 时出现。CPU 没有分配器的计数器，所以在 CPU 上单元格只统计这些张量。在 CUDA GPU 上，单元格还打印 `memory_allocated` 和峰值，都从先做的一步之后算起：cuBLAS 在最初几次矩阵乘法时从同一个分配器取走它的工作空间，先做一步并把结果扔掉，这部分就不会混进来。这样计数器应当与统计的张量相符，峰值则比它们多出只存在片刻的部分：激活值和这一步的临时张量。这个单元格还没有在 GPU 上运行过。
 
 # %% tags=["nbval-ignore-output", "key-result"]
-model = torch.nn.Sequential(
-    torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024)
-).to(device)
+batch = torch.randn(64, 1024, device=device)
+
+
+def two_layers():
+    return torch.nn.Sequential(
+        torch.nn.Linear(1024, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 1024)
+    ).to(device)
+
+
+two_layers()(batch).square().mean().backward()  # 先做一步就扔掉：cuBLAS 在这里准备好工作空间
+if device.type == "cuda":
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+model = two_layers()
 optimizer = torch.optim.Adam(model.parameters())
 weights = list(model.parameters())
 count = sum(w.numel() for w in weights)
 print(f"{count:,} parameters x 16 bytes = {count * 16 / MiB:.1f} MiB")
-if device.type == "cuda":
-    torch.cuda.reset_peak_memory_stats(device)
 
 
 def kept(step):
@@ -158,13 +167,13 @@ def kept(step):
     held = sum(t.nbytes for t in weights + grads + moments)
     line = f"{step:<15} weights, gradients and moments: {held / MiB:5.1f} MiB"
     if device.type == "cuda":
-        line += f" | allocated {torch.cuda.memory_allocated(device) / MiB:5.1f} MiB"
-        line += f" | peak {torch.cuda.max_memory_allocated(device) / MiB:5.1f} MiB"
+        line += f" | allocated {(torch.cuda.memory_allocated(device) - base) / MiB:5.1f} MiB"
+        line += f" | peak {(torch.cuda.max_memory_allocated(device) - base) / MiB:5.1f} MiB"
     print(line)
 
 
 kept("model created")
-model(torch.randn(64, 1024, device=device)).square().mean().backward()
+model(batch).square().mean().backward()
 kept("after backward")
 optimizer.step()
 kept("after step")
