@@ -3,7 +3,7 @@
 import logging
 
 project = html_title = "d2l-gpu"
-author = copyright = "d2l-gpu contributors"  # the footer
+author = "d2l-gpu contributors"  # the footer: "By d2l-gpu contributors"
 language = "zh_CN" if tags.has("zh") else "en"  # noqa: F821 (zh: search splits words with jieba)
 logging.getLogger("jieba").disabled = True  # its chatter while it loads its dictionary
 extensions = ["myst_nb", "sphinx_copybutton"]

@@ -29,6 +29,7 @@ def test_a_reader_goes_from_the_index_to_a_lesson_its_twin_and_a_search_in_chine
     colab = page.get_by_role("link", name="Open in Colab").get_attribute("href")
     assert colab == BADGE.search(lesson.cells[0].source)[1], "not the lesson's badge address"
     assert page.locator("a[download][href$='.ipynb']").count() == 1, "no .ipynb to download"
+    assert "d2l-gpu contributors" in page.locator(".bd-footer-content").inner_text()
     figures = page.locator(".cell_output img")
     assert figures.count() >= 1, "lesson 04 shows no figure"
     for figure in figures.all():
