@@ -53,6 +53,7 @@ OPENING = {
 }
 CLOSING = {"en": "## What this lesson showed", "zh": "## 本课小结"}
 NEXT = {"en": "Next: ", "zh": "下一课："}
+AFTER_NEXT = {"en": "", "zh": "，"}  # zh: a comma, or the line break reads as a space
 BACK_TO_INDEX = {
     "en": "Next: back to the [index](../README.md).",
     "zh": "全部课程到此结束，回到[目录](../README.md)。",
@@ -236,7 +237,7 @@ def test_lesson_ends_with_what_it_showed_and_the_next_lesson(path):
     assert following, f"notebooks/README.md lists no {lang} lesson {_number(path) + 1:02d}"
     ((key, title),) = following
     short = title.split(TITLE_SHORT[lang])[0]
-    link = f"{NEXT[lang]}[{key[3:5]} – {short}]({key[3:]}.ipynb)"
+    link = f"{NEXT[lang]}[{key[3:5]} – {short}]({key[3:]}.ipynb){AFTER_NEXT[lang]}"
     assert final.startswith(link), (
         f"{_rel(path)}: the last paragraph must start {link!r}, not {final[:80]!r}"
     )
@@ -583,6 +584,7 @@ def _glossary_problems(paragraphs: list[str], comments: list[str] = ()) -> list[
             continue
         problems += [f"half-width {m!r} in Chinese prose" for m in _HALF_WIDTH.findall(prose)]
         problems += [f"{m!r}: write 25% and 100 × 100" for m in _TYPOGRAPHY.findall(prose)]
+        problems += [f"two parentheses back to back in {where}" for _ in prose.split("）（")[1:]]
         problems += [f"straight or corner quote in {where}" for q in '"「」' if q in prose]
         if "笔记本电脑" in prose and "笔记本" in prose.replace("笔记本电脑", ""):
             problems.append(f"笔记本 and 笔记本电脑 in one paragraph: {where}")
@@ -658,7 +660,8 @@ GPU 在背后工作，所以时钟必须等它。 | 通信依然遥遥领先。 
 ## 时钟必须先等设备 | 会等待的时钟 | 一个没有等待的时钟 | 速率说明时钟没有等设备做完。
 用不等 GPU 的时钟计时。 | 等待设备的主机时钟。 | 主机时钟还等了三次乘法。
 同一轮的两边。 | 每一边各跑十次。 | 锁页本身更贵。 | 好让它自己的启动开销落在这一步里。
-各个库要启动。 | 两者相差 3 倍。 | 数据多四倍。 | 第 08 课起是书外延伸。 | 那是原书以外的内容。"""
+各个库要启动。 | 左边（a）（在 GPU 上）更低。 | 两者相差 3 倍。 | 数据多四倍。
+第 08 课起是书外延伸。 | 那是原书以外的内容。"""
 
 
 @pytest.mark.parametrize("paragraph", re.split(r" \| |\n", CAUGHT))
