@@ -556,7 +556,7 @@ _CALQUES = re.compile(
     r"|它所服务的计算|损失掉的是队列|成大块地搬运|结果永远是假"
     # Start-up is 初始开销 (启动 is for kernels and processes); 相差 N 倍 and 多 N 倍 read two
     # ways; lessons 08 on are 拓展内容 everywhere.
-    r"|(?:自己|自身|一次性|开头|最初)的?启动开销|库要?启动|书外延伸|原书以外的内容"
+    r"|(?:自己|自身|一次性|开头|最初)的?启动开销|库要?启动|书外延伸|原书以外的内容|工作内存"
     r"|相差(?:不到|约|近)?\s*[\d.,一二三四五六七八九十百千几]+\s*倍"
     r"|(?<![不至最])多\s*[\d一二三四五六七八九十几]+\s*倍"
 )
@@ -661,7 +661,7 @@ GPU 在背后工作，所以时钟必须等它。 | 通信依然遥遥领先。 
 用不等 GPU 的时钟计时。 | 等待设备的主机时钟。 | 主机时钟还等了三次乘法。
 同一轮的两边。 | 每一边各跑十次。 | 锁页本身更贵。 | 好让它自己的启动开销落在这一步里。
 各个库要启动。 | 左边（a）（在 GPU 上）更低。 | 两者相差 3 倍。 | 数据多四倍。
-第 08 课起是书外延伸。 | 那是原书以外的内容。"""
+第 08 课起是书外延伸。 | 那是原书以外的内容。 | cuBLAS 的句柄和工作内存。"""
 
 
 @pytest.mark.parametrize("paragraph", re.split(r" \| |\n", CAUGHT))
@@ -687,7 +687,7 @@ def test_glossary_names_each_checked_term():
     glossary = (NOTEBOOKS / "zh" / "README.md").read_text(encoding="utf-8")
     checked = ("笔记本电脑", "单元格", "核函数", "分发器", "中位数", "锁页内存", "显存", "误差棒")
     checked += ("弗罗贝尼乌斯", "锁页内存中的批次", "预热", "竞态", "初始化", "遥遥领先", "起步")
-    checked += ("初始开销", "相差", GROUP["zh"], "书外延伸")
+    checked += ("初始开销", "相差", GROUP["zh"], "书外延伸", "工作空间")
     others = ("核心", "本节", "驱动", "编号", "会合", "集合通信", "流", "性能分析器", "meta 设备")
     missing = [term for term in (*checked, *others) if term not in glossary]
     assert not missing, f"notebooks/zh/README.md does not name {', '.join(missing)}"
