@@ -9,8 +9,8 @@
 #
 # - why deep learning runs on GPUs, and what this section builds towards;
 # - how to ask a machine which accelerators it has, with or without `nvidia-smi`;
-# - that every PyTorch tensor carries the device it lives on, and that PyTorch,
-#   unlike the book's engine, puts new tensors on the CPU unless told otherwise.
+# - that every tensor carries its device, and that PyTorch, unlike the book's
+#   engine, puts new tensors on the CPU unless told otherwise.
 #
 # **What you need**
 #
@@ -42,11 +42,12 @@ if d2l_gpu.num_gpus() == 0:
 # 2000.
 # Its table of computing power shows how: 1 GFLOP/s on an Intel Core CPU
 # (2000), 1 TFLOP/s on one NVIDIA C2050 (2010), 1 PFLOP/s on a DGX-2 (2020),
-# sixteen V100 GPUs doing 16-bit tensor math. The figure adds NVIDIA's
+# sixteen V100 GPUs doing 16-bit tensor math (rounded: by the datasheet
+# 16 × 125 = 2,000 TFLOP/s). The figure adds NVIDIA's
 # datasheet peaks for one GPU, the claim's pace from the K40 (dashed) and a
 # product measured here (dotted).
 
-# %% tags=["nbval-ignore-output"]
+# %% mystnb={"image": {"alt": "Semi-log chart of computing rate in TFLOP/s against year, 2000 to 2024: NVIDIA datasheet peaks for float32, 16-bit and 8-bit tensor math, the book's three table rows, a dashed line rising a thousandfold per decade from the K40, and a dotted level for the product measured here"}} tags=["nbval-ignore-output"]
 import matplotlib.pyplot as plt
 
 # the book's table (its introduction): year, TFLOP/s
@@ -68,10 +69,12 @@ what = f"{side}x{side} float32 product on {device}{threads}"
 print(f"measured here, {what}: {measured:.3g} TFLOP/s")
 k40 = float32["K40"]
 print(f"datasheet peaks over the K40's float32: H100 float32 {float32['H100'] / k40:.0f}x, "
-      f"FP16 {tensor16['H100'] / k40:.0f}x; B200 FP8 {tensor8['B200'] / k40:.0f}x")
+      f"FP16 {tensor16['H100'] / k40:.0f}x; B200 FP16 {tensor16['B200'] / k40:.0f}x, "
+      f"FP8 {tensor8['B200'] / k40:.0f}x")
 
-fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
-for peaks, kind in ((float32, "float32"), (tensor16, "FP16/BF16 tensor"), (tensor8, "FP8 tensor")):
+fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained", dpi=200)
+kinds = (float32, "float32"), (tensor16, "FP16/BF16 tensor, dense"), (tensor8, "FP8 tensor, dense")
+for peaks, kind in kinds:
     ax.semilogy([year[g] for g in peaks], list(peaks.values()), "o-", label=f"datasheet: {kind}")
 for gpu, peak in float32.items():
     ax.annotate(gpu, (year[gpu], peak), xytext=(0, -13), textcoords="offset points", ha="center")
@@ -90,14 +93,15 @@ plt.close(fig)
 # By its own table the claim holds, but through three levers, not one faster
 # chip: CPU to GPU, then lower precision and more chips in one box. One GPU at
 # one precision grew far slower: float32 about 16x from the K40 (2013) to the
-# H100 (2022). 16-bit tensor math reaches about 230x the K40's float32; 8-bit
+# H100 (2022). 16-bit tensor math reaches about 230x the K40's float32 on the
+# H100 and 520x on the B200; 8-bit
 # numbers on the B200 (2024) pass 1000x after eleven years, still under the
 # dashed line. The dotted line is a level, not a launch: a measured product
 # stays below a datasheet peak.
 # A GPU is also a separate device with its own memory: the data a computation
 # needs has to be there first.
 #
-# This section is about exactly that: naming devices, putting tensors and models
+# This section is about that: naming devices, putting tensors and models
 # on them, and moving data between them without wasting the speed, on one GPU,
 # then two ([13 – Beyond one machine](13-beyond-one-machine.ipynb) goes further).
 #
@@ -165,25 +169,27 @@ print("a tensor made from a NumPy array lives on:", torch.from_numpy(np.arange(6
 #
 # `torch.set_default_device(d)` changes that for every later factory call that
 # names no device (`torch.zeros`, `torch.randn`, new layers' weights), but not
-# for `torch.from_numpy`. It works through a hook that sees every call into
-# torch, so it adds a little Python work to each of them, and code that names
-# no device then means different things on different machines.
+# for `torch.from_numpy`. It works through a hook on every call into torch, so
+# it adds a little Python work to each, and code that names no device then
+# means different things on different machines.
 # `set_default_device(None)` removes the hook. Where two tensors land under such
 # a default:
 
 # %%
 device = d2l_gpu.try_gpu()
-torch.set_default_device(device)
+default = device if device.type != "cpu" else torch.device("meta")
+torch.set_default_device(default)
 try:
     made, wrapped = torch.zeros(2), torch.from_numpy(np.zeros(2))
 finally:
     torch.set_default_device(None)
-print(f"default {device}: torch.zeros went to {made.device}, torch.from_numpy to {wrapped.device}")
+print(f"default {default}: torch.zeros went to {made.device}, torch.from_numpy to {wrapped.device}")
 print("after set_default_device(None), torch.zeros goes to", torch.zeros(2).device)
 
 # %% [markdown]
-# With a GPU, the first line says `cuda:0` for `torch.zeros` and `cpu` for
-# `torch.from_numpy`: two lines that look alike, two devices. The lessons here
+# `torch.zeros` went to the default (`cuda:0` with a GPU; without one, the
+# cell sets `meta`, a device that stores nothing), `torch.from_numpy` to `cpu`:
+# two calls that look alike, two devices. The lessons here
 # name the device instead; for a few lines, `with torch.device(d):` does the
 # same job without a global setting.
 #
@@ -195,7 +201,7 @@ print("after set_default_device(None), torch.zeros goes to", torch.zeros(2).devi
 #
 # Running every demonstration as written takes two GPUs, because one copies
 # data between them; with fewer, those demonstrations use the CPU in place of
-# the second GPU and say so. The next cell says which case this is.
+# one of the two GPUs and say so. The next cell says which case this is.
 
 # %% tags=["nbval-ignore-output"]
 n = d2l_gpu.num_gpus()
