@@ -39,12 +39,9 @@ if d2l_gpu.num_gpus() == 0:
 # ## 设备的名字
 #
 # `torch.device` 表示存放张量、对张量做运算的位置。
-# CPU 只有一个名字 `cpu`，不管它有多少个核心，因为这些核心共用电脑的内存。
-# 每块 GPU 有自己的显存，也有自己的名字：`cuda:0` 是第一块，`cuda:1` 是第二块，
-# 单写 `cuda` 指当前的那块卡，没有改过就是 `cuda:0`。
-# （ROCm 下的 AMD 显卡也用 `cuda` 这套名字；Apple 芯片的 Mac 只有一块 GPU，叫 `mps`。）
+# CPU 只有一个名字 `cpu`，不管它有多少个核心，因为这些核心共用电脑的内存。每块 GPU 有自己的显存，也有自己的名字：`cuda:0` 是第一块，`cuda:1` 是第二块，单写 `cuda` 指当前的那块卡，没有改过就是 `cuda:0`。（ROCm 下的 AMD 显卡也用 `cuda` 这套名字；Apple 芯片的 Mac 只有一块 GPU，叫 `mps`。）
 #
-# 创建一个 `torch.device` 对象既不分配内存，也不做检查，所以下面几行在任何机器上都能运行：
+# 创建一个 `torch.device` 对象既不分配任何存储，也不做任何检查，所以下面几行在任何机器上都能运行：
 
 # %%
 for name in [torch.device("cpu"), torch.device("cuda"), torch.device("cuda", 1)]:
@@ -60,9 +57,7 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
-# 单写的 `cuda` 不带编号，所以它和 `cuda:0` 是两个不同的名字，尽管两者通常都指第一块 GPU。
-# 张量记下的设备带着编号，因此拿张量的 `device` 和 `torch.device("cuda")` 比较，结果总是 `False`。
-# 应当比较设备类型，或者使用带编号的名字。
+# 单写的 `cuda` 不带编号，所以它和 `cuda:0` 是两个不同的名字，尽管两者通常都指第一块 GPU。张量记下的设备带着编号，因此拿张量的 `device` 和 `torch.device("cuda")` 比较，结果总是 `False`。应当比较设备类型，或者使用带编号的名字。
 
 # %%
 plain, first = torch.device("cuda"), torch.device("cuda:0")
@@ -81,8 +76,7 @@ else:
 # %% [markdown]
 # 在 CUDA 机器上，上面的单元格依次显示 `cuda:0`、`False` 和 `True`。
 #
-# 大多数 PyTorch 代码用一行惯用写法选设备，靠的是 `torch.cuda.is_available()`。
-# 只有 PyTorch 编译时支持 CUDA（或 ROCm），并且驱动至少找到一块 GPU，它才返回 `True`：
+# 大多数 PyTorch 代码用一行惯用写法选设备，靠的是 `torch.cuda.is_available()`。只有 PyTorch 编译时支持 CUDA（或 ROCm），并且驱动至少找到一块 GPU，它才返回 `True`：
 
 # %%
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -90,8 +84,7 @@ print(device)
 
 # %% [markdown]
 # 这种写法只认 CUDA：在 Apple 芯片的 Mac 上，即使有 `mps` GPU，它也会选 CPU。
-# `d2l_gpu` 沿用原书的简短函数名：`gpu(i)` 给出第 i 块 GPU 的名字，类型随当前 PyTorch 所用的加速器而定
-# （没有加速器时给出 CUDA 的名字）。
+# `d2l_gpu` 沿用原书的简短函数名：`gpu(i)` 给出第 i 块 GPU 的名字，类型随当前 PyTorch 所用的加速器而定（没有加速器时给出 CUDA 的名字）。
 
 # %%
 for name in [d2l_gpu.cpu(), d2l_gpu.gpu(), d2l_gpu.gpu(1)]:
@@ -100,8 +93,7 @@ for name in [d2l_gpu.cpu(), d2l_gpu.gpu(), d2l_gpu.gpu(1)]:
 # %% [markdown]
 # 从 2.6 版起，原生 PyTorch 也有了不限厂商的选法：`torch.accelerator.current_accelerator()`
 # 给出当前安装的 PyTorch 能用的加速器（CUDA、MPS、XPU 等），`torch.accelerator.is_available()`
-# 告诉我们有没有加速器，`torch.accelerator.device_count()` 数出有几块。
-# 它给出的名字不带编号；后面介绍的 `try_gpu` 会补上编号。两者并排比较：
+# 告诉我们有没有加速器，`torch.accelerator.device_count()` 数出有几块。它给出的名字不带编号；后面介绍的 `try_gpu` 会补上编号。两者并排比较：
 
 # %%
 if torch.accelerator.is_available():
@@ -115,9 +107,7 @@ print("d2l_gpu.try_gpu(): ", d2l_gpu.try_gpu())
 # ## 有几块 GPU？
 #
 # `torch.cuda.device_count()` 只数 CUDA（以及 ROCm）显卡；`torch.accelerator.device_count()`
-# 和 `d2l_gpu.num_gpus()` 把 Apple 和 Intel 的 GPU 也算在内。只有 CPU 的机器打印几个 0 和 `None`。
-# 有一块 NVIDIA 显卡时打印 `1`、`1`、`1` 和 `cuda`，两块时打印 `2`、`2`、`2` 和 `cuda`。
-# 数 GPU 只是问驱动有几块卡，不会在卡上占用任何资源。
+# 和 `d2l_gpu.num_gpus()` 把 Apple 和 Intel 的 GPU 也算在内。只有 CPU 的机器打印几个 0 和 `None`。有一块 NVIDIA 显卡时打印 `1`、`1`、`1` 和 `cuda`，两块时打印 `2`、`2`、`2` 和 `cuda`。数 GPU 只是问驱动有几块卡，不会在卡上占用任何资源。
 
 # %% tags=["nbval-ignore-output"]
 print("torch.cuda.device_count():       ", torch.cuda.device_count())
@@ -128,13 +118,8 @@ print("d2l_gpu.accelerator_type():      ", d2l_gpu.accelerator_type())
 # %% [markdown]
 # ## 一个进程能看到哪些 GPU
 #
-# 这些是*这个进程*能用的 GPU，而不是机器上插了几块。
-# 环境变量 `CUDA_VISIBLE_DEVICES`（AMD 的 ROCm 用 `HIP_VISIBLE_DEVICES`）列出一个进程能看到的卡，
-# 列出的卡从 0 开始重新编号。在有四块 GPU 的机器上，`CUDA_VISIBLE_DEVICES=2,3` 只留下两块：
-# 物理上的 2 号 GPU 成为 `cuda:0`，3 号成为 `cuda:1`。集群的作业调度系统常常为每个作业设好这个变量。
-# CUDA 只在进程里初始化时读取一次这个变量，所以应当把它写在启动 Python 或 Jupyter 的命令里
-# （`CUDA_VISIBLE_DEVICES=1 python train.py`）；笔记本已经用过 GPU 之后再设置它，就不起作用了。
-# 本进程启动时得到的值是：
+# 这些是*这个进程*能用的 GPU，而不是机器上插了几块。环境变量 `CUDA_VISIBLE_DEVICES`（AMD 的 ROCm 用 `HIP_VISIBLE_DEVICES`）列出一个进程能看到的卡，列出的卡从 0 开始重新编号。在有四块 GPU 的机器上，`CUDA_VISIBLE_DEVICES=2,3` 只留下两块：物理上的 2 号 GPU 成为 `cuda:0`，3 号成为 `cuda:1`。集群的作业调度系统常常为每个作业设好这个变量。
+# CUDA 只在进程里初始化时读取一次这个变量，所以应当把它写在启动 Python 或 Jupyter 的命令里（`CUDA_VISIBLE_DEVICES=1 python train.py`）；笔记本已经用过 GPU 之后再设置它，就不起作用了。本进程启动时得到的值是：
 
 # %% tags=["nbval-ignore-output"]
 import os
@@ -142,20 +127,14 @@ import os
 print("CUDA_VISIBLE_DEVICES:", os.environ.get("CUDA_VISIBLE_DEVICES", "not set"))
 
 # %% [markdown]
-# 值为空时，所有 CUDA GPU 都被隐藏。想在 GPU 机器上模拟没有 GPU 的笔记本电脑，就这样做：
-# 用 `CUDA_VISIBLE_DEVICES= jupyter lab` 启动，或者用 `CUDA_VISIBLE_DEVICES= python 02-computing-devices.py`
-# 运行某一课。这时 `try_gpu()` 返回 CPU，每个单元格都和在笔记本电脑上一样运行。
-# （这个办法隐藏不了 Apple 的 GPU。）
+# 值为空时，所有 CUDA GPU 都被隐藏。想在 GPU 机器上模拟没有 GPU 的笔记本电脑，就这样做：用 `CUDA_VISIBLE_DEVICES= jupyter lab` 启动，或者用 `CUDA_VISIBLE_DEVICES= python 02-computing-devices.py`
+# 运行某一课。这时 `try_gpu()` 返回 CPU，每个单元格都和在笔记本电脑上一样运行。（这个办法隐藏不了 Apple 的 GPU。）
 #
 # ## 当前 GPU
 #
 # 在一个进程里，单写的 `cuda` 指*当前* CUDA 设备，没有改过就是 `cuda:0`。
-# `torch.cuda.set_device(i)` 会在进程余下的时间里改变它。一个进程只用一块 GPU 时，就该用它：
-# 在 `torchrun` 启动的作业里，每个进程按本地编号选一块 GPU，并对它调用一次 `set_device`，`d2l_gpu.distributed` 就是这样做的
-# （见 [13](13-beyond-one-machine.ipynb)）。一个进程要用多块 GPU 时，更适合用
-# `torch.cuda.device(i)`：它只在代码块内改变当前设备，离开时恢复原样，即使出错也一样。
-# 有两块 GPU 时，下面的单元格先打印当前设备 `0`，再打印块内新建的张量在 `cuda:1` 上，最后又打印 `0`。
-# 只有一块 GPU 时，辅助函数给出的最后一块 GPU 就是 `cuda:0` 本身，所以看不出任何变化。
+# `torch.cuda.set_device(i)` 会在进程余下的时间里改变它。一个进程只用一块 GPU 时，就该用它：在 `torchrun` 启动的作业里，每个进程按本地编号选一块 GPU，并对它调用一次 `set_device`，`d2l_gpu.distributed` 就是这样做的（见 [13](13-beyond-one-machine.ipynb)）。一个进程要用多块 GPU 时，更适合用
+# `torch.cuda.device(i)`：它只在代码块内改变当前设备，离开时恢复原样，即使出错也一样。有两块 GPU 时，下面的单元格先打印当前设备 `0`，再打印块内新建的张量在 `cuda:1` 上，最后又打印 `0`。只有一块 GPU 时，辅助函数给出的最后一块 GPU 就是 `cuda:0` 本身，所以看不出任何变化。
 
 # %% tags=["nbval-ignore-output"]
 if d2l_gpu.accelerator_type() == "cuda":
@@ -170,8 +149,7 @@ else:
 # %% [markdown]
 # ## 要一块未必存在的 GPU
 #
-# 直接写 `torch.device("cuda:1")` 的代码，在 GPU 少于两块的机器上，
-# 一在这块卡上创建张量就会出错。下面两个辅助函数可以避免这个问题：
+# 直接写 `torch.device("cuda:1")` 的代码，在 GPU 少于两块的机器上，一在这块卡上创建张量就会出错。下面两个辅助函数可以避免这个问题：
 #
 # - `try_gpu(i)`：第 i 块 GPU 存在就返回它，否则返回 CPU；
 # - `try_all_gpus()`：返回全部 GPU，一块都没有时返回 `[cpu]`。
@@ -186,8 +164,7 @@ print("try_gpu(3): ", d2l_gpu.try_gpu(3))
 d2l_gpu.try_all_gpus()
 
 # %% [markdown]
-# 没有 GPU 时，两次 `try_gpu` 都得到 CPU，`try_all_gpus()` 得到 `[device(type='cpu')]`。
-# 有一块 GPU 时，结果是 `cuda:0`、`cpu` 和 `[cuda:0]`；有两块时，是 `cuda:0`、`cpu` 和 `[cuda:0, cuda:1]`。
+# 没有 GPU 时，两次 `try_gpu` 都得到 CPU，`try_all_gpus()` 得到 `[device(type='cpu')]`。有一块 GPU 时，结果是 `cuda:0`、`cpu` 和 `[cuda:0]`；有两块时，是 `cuda:0`、`cpu` 和 `[cuda:0, cuda:1]`。
 #
 # 编号必须是从 0 开始的整数。其他值会直接报错，而不是返回 CPU：
 
@@ -213,10 +190,8 @@ print("x is on", x.device)
 # ## 本课小结
 #
 # - `cpu` 指主机；`cuda:0`、`cuda:1`……各指一块 GPU 及其显存；单写的 `cuda` 指当前 GPU。
-# - 数出来的 GPU 是这个进程能看到的那些。`CUDA_VISIBLE_DEVICES` 要在 CUDA 初始化之前设好，
-#   它隐藏一部分显卡，其余的从 0 重新编号。
+# - 数出来的 GPU 是这个进程能看到的那些。`CUDA_VISIBLE_DEVICES` 要在 CUDA 初始化之前设好，它隐藏一部分显卡，其余的从 0 重新编号。
 # - 每个进程只用一块 GPU 时用 `torch.cuda.set_device`；`torch.cuda.device` 只在一个代码块里改变当前 GPU。
-# - 原生 PyTorch 用 `torch.accelerator` 选加速器；`try_gpu` 和 `try_all_gpus` 加上了编号，
-#   没有 GPU 时退回 CPU。
+# - 原生 PyTorch 用 `torch.accelerator` 选加速器；`try_gpu` 和 `try_all_gpus` 加上了编号，没有 GPU 时退回 CPU。
 #
 # 下一课：[03 – 张量与 GPU](03-tensors-and-gpus.ipynb)，把张量放到这些设备上。
