@@ -49,9 +49,9 @@ x.device
 # %% [markdown]
 # ## One operation, one device
 #
-# To add two tensors, something has to read both and write the sum somewhere.
-# If one sits in main memory and the other in a GPU's memory, PyTorch would have
-# to guess where to compute, and either guess means a hidden copy. It refuses.
+# To add two tensors, something reads both and writes the sum somewhere. If one
+# sits in main memory and the other in a GPU's memory, PyTorch would have to
+# guess where to compute, and either guess means a hidden copy. It refuses.
 # (One exception, by design: a zero-dimensional CPU tensor, a plain number in
 # effect, may join a GPU tensor.)
 #
@@ -107,7 +107,7 @@ X
 # The data of `X` takes its number of elements times the bytes of each:
 
 # %%
-print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:", X.nbytes)
+print(f"{X.nelement()} elements x {X.element_size()} bytes = {X.nbytes} bytes")
 
 # %% [markdown]
 # PyTorch's GPU allocator sets aside more: at least 512 bytes. What a GPU's
@@ -198,7 +198,7 @@ print("same values:        ", torch.equal(W, Z))
 # - a transfer is slow next to the arithmetic it feeds: the bus to a GPU moves
 #   at most 32 or 64 GB/s (PCIe 4.0 or 5.0, by its specification), a
 #   data-centre GPU's memory 2 to 8 TB/s (NVIDIA's datasheets, A100 to B200),
-#   about a hundred times more;
+#   50 to 125 times more (about 20 times on a Colab T4);
 # - every transfer has a fixed cost, so many small ones are much worse than one
 #   large one;
 # - some calls make the CPU wait for the GPU, like waiting at a coffee counter

@@ -48,12 +48,9 @@ x.device
 # %% [markdown]
 # ## 一次运算，一个设备
 #
-# 两个张量相加，需要把两者都读进来，再把和写到某处。
-# 如果一个在内存里，另一个在 GPU 显存里，PyTorch 就只能猜测在哪里计算，而无论怎么猜，都意味着一次隐藏的复制。
-# 所以它直接拒绝。（有一个特意保留的例外：零维的 CPU 张量实际上就是一个数，可以和 GPU 张量一起运算。）
+# 两个张量相加，需要把两者都读进来，再把和写到某处。如果一个在内存里，另一个在 GPU 显存里，PyTorch 就只能猜测在哪里计算，而无论怎么猜，都意味着一次隐藏的复制。所以它直接拒绝。（有一个特意保留的例外：零维的 CPU 张量实际上就是一个数，可以和 GPU 张量一起运算。）
 #
-# 这种拒绝在任何机器上都能看到。`meta` 设备只记录张量的形状和数据类型，不存数据，所以没有开销，
-# 任何 PyTorch 安装包（包括只支持 CPU 的）都带有它。这里让它充当第二个设备：
+# 这种拒绝在任何机器上都能看到。`meta` 设备只记录张量的形状和数据类型，不存数据，所以没有开销，任何 PyTorch 安装包（包括只支持 CPU 的）都带有它。这里让它充当第二个设备：
 
 # %%
 on_cpu = torch.ones(2, 3)
@@ -64,8 +61,7 @@ except RuntimeError as error:
     print(f"{type(error).__name__}: {error}")
 
 # %% [markdown]
-# GPU 用户看到的措辞不同，因为 `meta` 设备用自己的方式检查输入。
-# 把一个 CPU 张量和第一块 CUDA GPU 上的张量相加，会得到这条报错信息：
+# GPU 用户看到的措辞不同，因为 `meta` 设备用自己的方式检查输入。把一个 CPU 张量和第一块 CUDA GPU 上的张量相加，会得到这条报错信息：
 #
 # > RuntimeError: Expected all tensors to be on the same device, but found at
 # > least two devices, cuda:0 and cpu!
@@ -89,8 +85,7 @@ else:
 # %% [markdown]
 # ## 在 GPU 上存储
 #
-# 把张量放到 GPU 上，最简单的办法是用 `device` 参数直接在 GPU 上创建它，元素直接写进那块 GPU 的显存。
-# 没有 GPU 时，`try_gpu()` 返回 CPU；在 GPU 上，打印结果的末尾是 `device='cuda:0'`。
+# 把张量放到 GPU 上，最简单的办法是用 `device` 参数直接在 GPU 上创建它，元素直接写进那块 GPU 的显存。没有 GPU 时，`try_gpu()` 返回 CPU；在 GPU 上，打印结果的末尾是 `device='cuda:0'`。
 
 # %%
 X = torch.ones(2, 3, device=d2l_gpu.try_gpu())
@@ -100,18 +95,14 @@ X
 # `X` 的数据所占的字节数，等于元素个数乘以每个元素的字节数：
 
 # %%
-print("elements:", X.nelement(), "bytes each:", X.element_size(), "bytes in all:", X.nbytes)
+print(f"{X.nelement()} elements x {X.element_size()} bytes = {X.nbytes} bytes")
 
 # %% [markdown]
-# PyTorch 在 GPU 上实际分配的更多，至少 512 字节。GPU 显存里有什么，张量放不下时会怎样，
-# 是 [08 – GPU 显存](08-gpu-memory.ipynb) 的内容。
+# PyTorch 在 GPU 上实际分配的更多，至少 512 字节。GPU 显存里有什么，张量放不下时会怎样，是 [08 – GPU 显存](08-gpu-memory.ipynb) 的内容。
 #
 # ## 复制
 #
-# 假设 `X` 在一个设备上，`Y` 在另一个设备上，我们想计算 `X + Y`。
-# 原书把 `X` 放在第一块 GPU 上，把随机张量 `Y` 放在第二块上。
-# 只有一块 GPU 时，最要紧的复制是训练中每个批次都要做的那一次：从内存复制到 GPU。
-# 所以这时下一个单元格在内存里创建 `X`，在 GPU 上创建 `Y`。没有 GPU 时，两者都在 CPU 上。
+# 假设 `X` 在一个设备上，`Y` 在另一个设备上，我们想计算 `X + Y`。原书把 `X` 放在第一块 GPU 上，把随机张量 `Y` 放在第二块上。只有一块 GPU 时，最要紧的复制是训练中每个批次都要做的那一次：从内存复制到 GPU。所以这时下一个单元格在内存里创建 `X`，在 GPU 上创建 `Y`。没有 GPU 时，两者都在 CPU 上。
 
 # %%
 gpus = d2l_gpu.try_all_gpus()
@@ -144,9 +135,7 @@ print(X)
 print(Z)
 
 # %% [markdown]
-# `X` 和 `Z` 的值相同。有两块 GPU 时，它们分别显示 `cuda:0` 和 `cuda:1`：数据从一块卡复制到了另一块。
-# 只有一块 GPU 时，`X` 打印时不带设备，`Z` 带着 `cuda:0`：数据从内存复制到了 GPU。
-# 这个单元格还没有在 GPU 上运行过。没有 GPU 时，`X` 已经在 `Y` 所在的设备上，
+# `X` 和 `Z` 的值相同。有两块 GPU 时，它们分别显示 `cuda:0` 和 `cuda:1`：数据从一块卡复制到了另一块。只有一块 GPU 时，`X` 打印时不带设备，`Z` 带着 `cuda:0`：数据从内存复制到了 GPU。这个单元格还没有在 GPU 上运行过。没有 GPU 时，`X` 已经在 `Y` 所在的设备上，
 # `X.to(Y.device)` 什么也不复制，`Z` *就是* `X`。下一个单元格说明这里是哪种情况。
 
 # %% tags=["nbval-ignore-output"]
@@ -161,8 +150,7 @@ print("Y + Z equals Y + 1:", torch.equal(Y + Z, Y + 1))
 # %% [markdown]
 # ### `.to()` 什么时候复制
 #
-# `Z` 已经在 `Y` 所在的设备上，所以 `Z.to(Z.device)` 不花任何代价：它返回的就是同一个张量。
-# 加上 `copy=True` 时，它会分配新的存储，并复制每一个元素。（在原书的两块 GPU 上，`Z.cuda(1)` 同样返回 `Z` 本身。）
+# `Z` 已经在 `Y` 所在的设备上，所以 `Z.to(Z.device)` 不花任何代价：它返回的就是同一个张量。加上 `copy=True` 时，它会分配新的存储，并复制每一个元素。（在原书的两块 GPU 上，`Z.cuda(1)` 同样返回 `Z` 本身。）
 # `data_ptr()` 是张量第一个元素的地址，用它可以看出两个张量是否共用同一块存储。
 
 # %%
@@ -175,20 +163,16 @@ print("same values:        ", torch.equal(W, Z))
 # %% [markdown]
 # ## 旁注
 #
-# 人们买 GPU 是为了速度，而速度恰恰容易丢在数据搬运上。
-# 所以 PyTorch 从不替我们搬运操作数：崩溃能指出问题所在，悄悄的复制却只会让程序变慢，还不说明原因。
+# 人们买 GPU 是为了速度，而速度恰恰容易丢在数据搬运上。所以 PyTorch 从不替我们搬运操作数：崩溃能指出问题所在，悄悄的复制却只会让程序变慢，还不说明原因。
 # [04 – 异步与传输](04-asynchrony-and-transfers.ipynb) 会测量以下三点：
 #
-# - 与计算相比，数据传输很慢：通往 GPU 的总线每秒最多搬 32 或 64 GB（按 PCIe 4.0 或 5.0 的规范），
-#   数据中心 GPU 的显存带宽则是每秒 2 到 8 TB（NVIDIA 数据手册，A100 到 B200），约高一百倍；
+# - 与计算相比，数据传输很慢：通往 GPU 的总线每秒最多搬 32 或 64 GB（按 PCIe 4.0 或 5.0 的规范），数据中心 GPU 的显存带宽则是每秒 2 到 8 TB（NVIDIA 数据手册，A100 到 B200），是总线的 50 到 125 倍（Colab 的 T4 上约为 20 倍）；
 # - 每次传输都有固定开销，所以许多次小传输远不如一次大传输；
-# - 有些调用会让 CPU 停下来等 GPU，就像在咖啡店柜台前排队等候，而不是提前打电话订好。
-#   等待期间，队列里不会排进新的工作。
+# - 有些调用会让 CPU 停下来等 GPU，就像在咖啡店柜台前排队等候，而不是提前打电话订好。等待期间，队列里不会排进新的工作。
 #
 # ### 打印和 NumPy 都要经过内存
 #
-# `print` 需要数值在内存里，所以对 GPU 张量，它会先把数据复制到主机。`.numpy()` 则不会：
-# 对 GPU 张量调用它，会抛出 `TypeError`，要求先调用 `.cpu()`。用 `meta` 张量，在任何机器上都能看到这种拒绝：
+# `print` 需要数值在内存里，所以对 GPU 张量，它会先把数据复制到主机。`.numpy()` 则不会：对 GPU 张量调用它，会抛出 `TypeError`，要求先调用 `.cpu()`。用 `meta` 张量，在任何机器上都能看到这种拒绝：
 
 # %%
 try:
@@ -206,8 +190,7 @@ t = torch.arange(4.0, device=device)
 print(t.cpu().numpy(), t.tolist(), t[-1].item())
 
 # %% [markdown]
-# 对已经在 CPU 上的张量，`.cpu()` 返回它本身，`.numpy()` 和它共用内存。
-# 对 GPU 张量，`.cpu()` 则是一次真正的复制，数据写进新分配的主机内存。下一个单元格打印这里是哪种情况。
+# 对已经在 CPU 上的张量，`.cpu()` 返回它本身，`.numpy()` 和它共用内存。对 GPU 张量，`.cpu()` 则是一次真正的复制，数据写进新分配的主机内存。下一个单元格打印这里是哪种情况。
 
 # %% tags=["nbval-ignore-output"]
 on_host = t.cpu()
@@ -219,8 +202,7 @@ print("NumPy array shares t's memory:", on_host.numpy().ctypes.data == t.data_pt
 #
 # - 张量的 `device` 说明它放在哪里。新张量默认放在 CPU 上，除非用 `device=` 在别处创建。
 # - 一次运算的所有操作数必须在同一个设备上。混用设备会报错，报错信息写明了两个设备。
-# - `X.to(Y.device)` 把 `X` 复制到 `Y` 所在的设备。张量已经在目标设备上时，`.to()` 返回它本身，
-#   加上 `copy=True` 才真正复制。
+# - `X.to(Y.device)` 把 `X` 复制到 `Y` 所在的设备。张量已经在目标设备上时，`.to()` 返回它本身，加上 `copy=True` 才真正复制。
 # - 搬运数据会损耗速度，所以 PyTorch 从不替我们搬运操作数；
 #   `print`、`.cpu()`、`.tolist()` 和 `.item()` 会把数据复制到内存。
 #
