@@ -14,7 +14,8 @@
 #
 # **What you need**
 #
-# - [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb); a GPU is optional.
+# - [03 – Tensors and GPUs](03-tensors-and-gpus.ipynb); a GPU is optional. No GPU
+#   has run this lesson's GPU branches yet.
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -43,7 +44,8 @@ if d2l_gpu.num_gpus() == 0:
 # cell queues ten products and reads the clock when the loop returns and after
 # `d2l_gpu.synchronize(device)` has emptied the queue. On a CPU each call
 # computes before returning, so the readings agree; on a GPU the first is far
-# smaller.
+# smaller. So an error in a queued kernel also surfaces at a later call
+# ([08](08-gpu-memory.ipynb)).
 
 # %% tags=["nbval-ignore-output", "key-result"]
 import time
@@ -75,9 +77,8 @@ print(f"  the second reading is {finished / queued:.1f}x the first: {meaning}")
 # %% [markdown]
 # ## Side notes, measured
 #
-# Each cell below times two pieces of code with `d2l_gpu.compare`, which waits
-# for the device before reading the clock ([09](09-timing-a-gpu.ipynb)), and
-# prints a verdict.
+# Each cell below times two pieces of code with `d2l_gpu.compare`
+# ([09](09-timing-a-gpu.ipynb)) and prints a verdict.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 host = torch.randn(1024, 1024)  # 4 MiB in main memory
@@ -100,9 +101,9 @@ print(d2l_gpu.compare(
 # `x * 2` reads and writes as much memory as the copy moves, yet on a GPU the
 # copy crosses the bus and takes many times as long; on a CPU both stay in main
 # memory. The figure times one copy per size, 1 KiB to 64 MiB; on a CUDA GPU
-# (not yet run) also from pinned memory, waiting for each copy and not.
+# also from pinned memory, waiting for each copy and not.
 
-# %% tags=["nbval-ignore-output"]
+# %% mystnb={"image": {"alt": "Two log-log line charts against copy size from 1 KiB to 64 MiB: time per copy in microseconds, flat for small copies then rising, and copy rate in GB/s with a dashed line at the fastest 64 MiB rate"}} tags=["nbval-ignore-output"]
 import matplotlib.pyplot as plt
 
 sizes = [4**k * 1024 for k in range(9)]
@@ -117,8 +118,8 @@ def copy(size, pinned, queued):
     return lambda: landing.copy_(source, non_blocking=queued)
 
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(6, 3.6), layout="constrained")
-largest = 0.0
+fig, (left, right) = plt.subplots(1, 2, figsize=(6, 3.6), layout="constrained", dpi=200)
+fastest = (0.0, "")  # the fastest 64 MiB rate, and whose it is
 for way, (pinned, queued) in ways.items():
     times = [d2l_gpu.benchmark(copy(s, pinned, queued), device=device, min_run_time=0.05) for s in sizes]
     us = [t.median * 1e6 for t in times]
@@ -128,12 +129,13 @@ for way, (pinned, queued) in ways.items():
         [r - s / t.q3 / 1e9 for r, s, t in zip(rates, sizes, times, strict=True)],
         [s / t.q1 / 1e9 - r for r, s, t in zip(rates, sizes, times, strict=True)],
     ]
-    label = f"from {way} to {device}"
+    label = f"from {way} to {device}" if device.type != "cpu" else "within main memory"
     left.errorbar(sizes, us, yerr=us_spread, fmt="o-", capsize=2, label=label)
     right.errorbar(sizes, rates, yerr=rate_spread, fmt="o-", capsize=2)
-    largest = max(largest, rates[-1])
+    fastest = max(fastest, (rates[-1], label))
     print(f"{label}: {us[0]:.3g} us per 1 KiB copy, {rates[-1]:.3g} GB/s at 64 MiB")
-right.axhline(largest, color="gray", linestyle="--", label=f"64 MiB copy: {largest:.3g} GB/s")
+rate, label = fastest
+right.axhline(rate, color="gray", linestyle="--", label=f"fastest at 64 MiB ({label}): {rate:.3g} GB/s")
 for ax in (left, right):
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -146,9 +148,9 @@ plt.show()
 plt.close(fig)
 
 # %% [markdown]
-# Small copies cost about the fixed cost of any copy, so 1024 small ones lose to
-# one large one. On a CPU (one thread here) the rate rises while the data fit in
-# a cache and falls in main memory; dashed is the largest copy's rate. On a CUDA
+# Small copies cost about a copy's fixed cost, so 1024 of them lose to one
+# large one. On a CPU (one thread here) the rate rises while the data fit in
+# a cache and falls in main memory; dashed is the fastest 64 MiB rate. On a CUDA
 # GPU large copies should level off at the bus's limit, higher from pinned
 # memory; at small sizes the `non_blocking` curve's gain is the skipped wait,
 # not pinning.
@@ -169,9 +171,9 @@ print(d2l_gpu.compare(
 # %% [markdown]
 # ## The logging mistake
 #
-# The book warns against turning each minibatch's loss into a Python number to
-# log it. It blames Python's global interpreter lock, but PyTorch releases that
-# lock while it waits: what the wait costs is the queue.
+# The book warns against turning each minibatch's loss into a Python number,
+# blaming Python's global interpreter lock; but PyTorch releases that lock
+# while it waits: the cost is the queue.
 #
 # Say a step costs the host H seconds (preparing data, launching kernels) and
 # the GPU G seconds. On one CUDA stream a kernel starts once launched if the GPU
@@ -184,8 +186,7 @@ print(d2l_gpu.compare(
 #
 # The cell builds such a step: the host draws a batch into pinned memory, then
 # the GPU runs `depth` matrix products on it. On a CUDA GPU, `depth` grows
-# until G is about H (`d2l_gpu.host_and_device_seconds` measures both), where
-# the wait costs most. No GPU has run this cell yet.
+# until G is about H (`d2l_gpu.host_and_device_seconds` measures both).
 
 # %% tags=["nbval-ignore-output", "key-result"]
 pin = device.type == "cuda"
@@ -237,16 +238,14 @@ else:
     print(f"{device} has a queue too, but H and G are measured on CUDA GPUs only")
 
 # %% [markdown]
-# On a CUDA GPU, expect the two loops near max(H, G) and H + G. Real steps lie
-# in between: the less host work a step's first kernels need, the less the wait
-# costs.
+# On a CUDA GPU, expect the two loops near max(H, G) and H + G; real steps lie
+# in between.
 #
 # ## Finding hidden waits
 #
 # With `torch.cuda.set_sync_debug_mode("warn")`, PyTorch warns at most
 # operations that make the host wait for a CUDA GPU. The cell prints which of
-# some similar lines waited or, without CUDA, what PyTorch's source says. No GPU
-# has run this cell yet.
+# some similar lines waited or, without CUDA, what PyTorch's source says.
 
 # %% tags=["nbval-ignore-output"]
 import warnings
@@ -293,11 +292,12 @@ else:
 # pin of a size is slow: it locks new pages, which the system cannot swap out;
 # later pins reuse PyTorch's cached blocks but still copy the data once more.
 # So pin a buffer once and reuse it, or let a `DataLoader` with
-# `pin_memory=True` pin batches. Refilling your buffer before its queued copy
-# has run sends the GPU the new data, a *race* (the outcome depends on which
-# happens first): wait on an event recorded after the copy, or alternate two
-# buffers. The cell times pinning and copying, then sends eight batches through
-# one buffer. No GPU has run this cell yet.
+# `pin_memory=True` pin batches. Refilling a buffer before its queued copy has
+# run sends the GPU the new data, a *race* (the outcome depends on which happens
+# first). Alternating two buffers alone does not help a host that runs ahead:
+# give each buffer its own event, recorded after its copy and waited on before
+# its refill. The cell times pinning and copying, then sends eight batches, each
+# copy queued behind GPU work, three ways.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 batch = torch.randn(2048, 1024)  # 8 MiB in ordinary memory
@@ -315,25 +315,41 @@ if pin:
 else:
     print(f"{device} is not a CUDA GPU: nothing pinned, no CUDA API called")
 
-staging = torch.empty(batch.shape, pin_memory=pin)  # one buffer, reused
-copied = torch.cuda.Event() if pin else None
-intact = torch.tensor(True, device=device)
-for k in range(8):
-    if copied is not None:
-        copied.synchronize()  # the last copy out of staging has run
-    staging.fill_(k)  # only now refill it
-    landing.copy_(staging, non_blocking=pin)
-    if copied is not None:
-        copied.record()
-    intact &= (landing == k).all()  # no wait
-print(f"8 batches through one reused buffer arrived intact: {intact.item()}")
+
+
+def send_batches(buffers, guarded):  # did all 8 batches arrive intact?
+    staging = [torch.empty(batch.shape, pin_memory=pin) for _ in range(buffers)]
+    copied = [torch.cuda.Event() if pin else None for _ in staging]  # one per buffer
+    intact = torch.tensor(True, device=device)
+    for k in range(8):
+        i = k % buffers
+        if guarded and pin:
+            copied[i].synchronize()  # this buffer's last copy has run
+        staging[i].fill_(k)  # refill it
+        for _ in range(5):  # GPU work queued before the copy
+            torch.matmul(a, a, out=c)
+        landing.copy_(staging[i], non_blocking=pin)
+        if pin:
+            copied[i].record()
+        intact &= (landing == k).all()  # no wait
+    return intact.item()
+
+
+for way, buffers, guarded in (
+    ("one buffer", 1, False),
+    ("two buffers, alternating", 2, False),
+    ("two buffers, each with its event", 2, True),
+):
+    print(f"{way:>32}: 8 batches arrived intact: {send_batches(buffers, guarded)}")
+if not pin:
+    print(f"no queued copies on {device}: all intact; on a CUDA GPU the first two should print False")
 
 # %% [markdown]
-# A copy to the host with `non_blocking=True` races too: it is only queued,
-# and nothing makes the CPU wait before reading. The cell fills a host buffer
-# with -1, queues twenty products and the copy back, and reads the last element
-# before and after synchronizing: on a CUDA GPU or Apple's MPS the early read
-# should find -1. A right early read proves nothing: a race can go either way.
+# A copy to the host with `non_blocking=True` races too: nothing makes the CPU
+# wait before reading. The cell fills a host buffer with -1, queues twenty
+# products and the copy back, and reads the last element before and after
+# synchronizing: on a CUDA GPU or Apple's MPS the early read should find -1. A
+# right early read proves nothing: a race can go either way.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 ones = torch.ones(n, n, device=device)
