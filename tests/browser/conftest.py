@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,7 @@ def site() -> Path:
 
 
 @pytest.fixture(scope="module")
-def served(site: Path, tmp_path_factory) -> str:
+def served(site: Path, tmp_path_factory) -> Iterator[str]:
     """The site served over HTTP under /d2l-gpu/, as GitHub Pages serves it: its address."""
     root = tmp_path_factory.mktemp("pages")
     (root / "d2l-gpu").symlink_to(site, target_is_directory=True)
