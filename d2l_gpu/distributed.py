@@ -22,7 +22,7 @@ BACKENDS = ("auto", "gloo", "nccl")
 def local_rank(environ: Mapping[str, str] | None = None) -> int | None:
     """This process's number on its machine, as torchrun set it; None outside torchrun."""
     value = (os.environ if environ is None else environ).get("LOCAL_RANK")
-    if value is not None and not value.isdigit():
+    if value is not None and not (value.isascii() and value.isdigit()):  # '²' is a digit
         raise ValueError(f"LOCAL_RANK must be an integer >= 0, got {value!r}")
     return None if value is None else int(value)
 

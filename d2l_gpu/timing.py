@@ -8,7 +8,10 @@ and ``Benchmark`` keep the d2l book's interface; ``benchmark`` is the careful on
 from __future__ import annotations
 
 import itertools
+import math
+import os
 import statistics
+import threading
 import time
 import timeit
 from collections.abc import Callable, Sequence
@@ -24,6 +27,8 @@ _clock = time.perf_counter
 MIN_BLOCKS = 10
 # The longest min_run_time taken: a longer timing is a typo, and 1e300 s would never end.
 MAX_RUN_TIME = 3600
+# torch's thread count is the process's: benchmarks that set it run one at a time.
+_threads_set = threading.RLock()
 
 
 def waiting_clock(device: torch.device | str | None = None) -> Callable[[], float]:
@@ -130,10 +135,13 @@ class Measurement:
     __repr__ = __str__
 
 
-def check_count(value: object, name: str, least: int, more: str = "") -> None:
-    """Refuse anything but a whole number >= ``least``: a flag, a float, a tensor."""
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < least:
-        raise ValueError(f"{name} must be a whole number >= {least}{more}, got {value!r}")
+def check_count(
+    value: object, name: str, least: int, more: str = "", most: float = math.inf
+) -> None:
+    """Refuse anything but a whole number from ``least`` to ``most``: a flag, a float, a tensor."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or not least <= value <= most:
+        span = f">= {least}" if most == math.inf else f"from {least} to {most}"
+        raise ValueError(f"{name} must be a whole number {span}{more}, got {value!r}")
 
 
 def check_timing(fn: object, min_run_time: float, warmup: int, name: str = "fn") -> None:
@@ -165,11 +173,14 @@ def benchmark(
     blocks once, so that reading the clock (which waits for ``device``) costs little
     beside one, and near ``min_run_time / 10``; blocks of that size then run for
     ``min_run_time`` seconds, and on until there are 10.
-    ``num_threads``: torch's CPU threads meanwhile (default: as they are).
+    ``num_threads``: torch's CPU threads meanwhile (default: as they are), at most one
+    per CPU. torch's count is the process's, so every thread runs with it meanwhile, and
+    benchmarks in several threads run one at a time, each restoring the count it found.
     """
     check_timing(fn, min_run_time, warmup)
     if num_threads is not None:
-        check_count(num_threads, "num_threads", 1, " or None")
+        cpus = os.cpu_count() or 1
+        check_count(num_threads, "num_threads", 1, " (this machine's CPUs) or None", cpus)
     try:  # Imported here: it loads setuptools, too slow for every ``import d2l_gpu``.
         from torch.utils.benchmark import Timer as TorchTimer
         from torch.utils.benchmark.utils.common import set_torch_threads
@@ -181,7 +192,7 @@ def benchmark(
     clock = waiting_clock(device)
     timer = TorchTimer("fn()", globals={"fn": fn}, timer=clock, num_threads=threads)
     block = timeit.Timer("fn()", timer=clock, globals={"fn": fn})
-    with set_torch_threads(threads):  # the warm-up runs as the timed calls will
+    with _threads_set, set_torch_threads(threads):  # the warm-up runs as the timed calls will
         for _ in range(warmup):
             fn()
         # A short first run keeps blocks near min_run_time / 10 when the clock waits on a GPU.

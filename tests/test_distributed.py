@@ -144,8 +144,9 @@ def test_process_group_refuses_to_start_outside_torchrun_or_with_an_unknown_back
 def test_local_rank_reads_torchrun_variable():
     assert distributed.local_rank({}) is None
     assert distributed.local_rank({"LOCAL_RANK": "3"}) == 3
-    with pytest.raises(ValueError, match="LOCAL_RANK must be an integer >= 0, got 'one'"):
-        distributed.local_rank({"LOCAL_RANK": "one"})
+    for bad in ("one", "²"):  # str.isdigit() holds for '²', which int() refuses
+        with pytest.raises(ValueError, match=f"LOCAL_RANK must be an integer >= 0, got '{bad}'"):
+            distributed.local_rank({"LOCAL_RANK": bad})
 
 
 @pytest.mark.parametrize(

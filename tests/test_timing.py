@@ -7,10 +7,13 @@ this machine is. The gpu-marked tests hold the same claims on a real GPU.
 
 import itertools
 import math
+import os
 import re
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -167,6 +170,42 @@ def test_benchmark_sets_threads_only_while_it_runs():
     assert seen == {1} and torch.get_num_threads() == before
 
 
+def test_benchmarks_in_two_threads_leave_torch_threads_as_they_found_them():
+    # torch's count is the process's: a second benchmark that began while the first ran
+    # found the first's 1 and put it back last, for every thread started afterwards.
+    before = torch.get_num_threads()
+    first_in, second_in, first_done = (threading.Event() for _ in range(3))
+    torch.set_num_threads(2)
+
+    def first() -> None:  # waits once for the second to start (it cannot, until this ends)
+        if not first_in.is_set():
+            first_in.set()
+            second_in.wait(0.5)
+
+    def run_first() -> None:
+        d2l_gpu.benchmark(first, num_threads=1, min_run_time=0.01, warmup=1)
+        first_done.set()
+
+    def second() -> None:
+        second_in.set()
+        first_done.wait(0.5)
+
+    def run(target: Callable[[], None]) -> threading.Thread:
+        (thread := threading.Thread(target=target)).start()
+        return thread
+
+    try:
+        one = run(run_first)
+        first_in.wait(10)
+        run(lambda: d2l_gpu.benchmark(second, num_threads=1, min_run_time=0.01, warmup=1)).join()
+        one.join()
+        later = []  # a thread started now takes torch's count
+        run(lambda: later.append(torch.get_num_threads())).join()
+        assert later == [2]
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_benchmark_of_a_real_sleep_is_never_shorter():
     m = d2l_gpu.benchmark(lambda: time.sleep(0.002), min_run_time=0.05, warmup=1)
     assert m.median >= 0.002 and len(m.times) >= MIN_BLOCKS and m.iqr >= 0
@@ -186,8 +225,12 @@ def test_benchmark_of_a_real_sleep_is_never_shorter():
         (print, {"warmup": -1}, ValueError, "warmup must be a whole number >= 0, got -1"),
         (print, {"warmup": math.inf}, ValueError, "warmup must be .*, got inf"),
         (print, {"warmup": True}, ValueError, "warmup must be .*, got True"),
-        (print, {"num_threads": 0}, ValueError, "num_threads must be a whole number >= 1 or None"),
+        (print, {"num_threads": 0}, ValueError, r"num_threads must be a whole number from 1 to"),
         *[(print, {"num_threads": n}, ValueError, "num_threads must") for n in (1.5, True, "2")],
+        *[  # more threads than CPUs: no timing worth having; 2**63 overflowed inside torch
+            (print, {"num_threads": n}, ValueError, rf"to {os.cpu_count()} \(this machine's CPUs\)")
+            for n in (os.cpu_count() + 1, 10**5, 2**63)
+        ],
     ],
 )
 def test_benchmark_refuses_bad_settings_naming_them(fn, kwargs, error, message):
