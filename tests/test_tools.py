@@ -1,9 +1,12 @@
 """tools/: execute's cell ids, gpu-check on this machine, make lab from a path with a space
 (publishing is tests/test_publish_gpu.py)."""
 
+import errno
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -53,6 +56,25 @@ def test_execute_keeps_the_ids_of_kept_and_edited_cells(tmp_path):
     assert [c.id for c in again.cells] == ids, "a re-run gives the same ids"
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
+def test_execute_stopped_mid_lesson_says_in_one_line_which_lesson_it_did_not_write(tmp_path, stop):
+    pytest.importorskip("jupytext", reason="tools/execute.py writes through Jupytext")
+    lesson, started = tmp_path / "01-sleeps.py", tmp_path / "started"
+    touch = f"pathlib.Path({str(started)!r}).touch()"
+    lesson.write_text(f"# %%\nimport pathlib, time\n{touch}\ntime.sleep(600)\n")
+    command = [sys.executable, str(ROOT / "tools/execute.py"), str(lesson)]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(600):  # until the kernel runs the cell
+        if started.exists() or run.poll() is not None:
+            break
+        time.sleep(0.1)
+    run.send_signal(stop)
+    out, err = run.communicate(timeout=60)
+    said = f"interrupted: {tmp_path / '01-sleeps.ipynb'} not written\n"
+    assert (run.returncode, out, err) == (1, "", said), "one line, no traceback"
+    assert not (tmp_path / "01-sleeps.ipynb").exists()
+
+
 def run_gpu_check(tmp_path: Path, *args: str, path: str | None = None, **env: str):
     env = {**os.environ, "PATH": path or os.environ["PATH"], **env}
     env.pop("CUDA_VISIBLE_DEVICES", None)
@@ -60,6 +82,13 @@ def run_gpu_check(tmp_path: Path, *args: str, path: str | None = None, **env: st
     command = [sys.executable, str(ROOT / "tools/gpu_check.py"), "--report", str(report), *args]
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=240)
     return done, report
+
+
+def run_here(monkeypatch, tmp_path: Path, *args: str) -> int:
+    """gpu_check.main in this process (no start of Python and torch; the steps still start
+    theirs), its report in tmp_path/report; the PYTHONPATH it sets is put back after."""
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    return gpu_check.main(["--report", str(tmp_path / "report"), *args])
 
 
 TORCH_SEES_A_GPU = torch.cuda.device_count() > 0 or torch.backends.mps.is_available()
@@ -79,17 +108,19 @@ def test_gpu_check_stops_plainly_when_torch_cannot_see_the_listed_gpu(tmp_path):
 
 
 @pytest.mark.skipif(TORCH_SEES_A_GPU or listed_gpus(), reason="this machine has a GPU")
-def test_gpu_check_on_a_cpu_machine_says_so_runs_what_it_can_and_reports(tmp_path):
-    lessons = tmp_path / "en"
+def test_gpu_check_on_a_cpu_machine_says_so_runs_what_it_can_and_reports(
+    tmp_path, monkeypatch, capsys
+):
+    lessons, report = tmp_path / "en", tmp_path / "report"
     lessons.mkdir()
     counts = notebook("# A", "import d2l_gpu\nprint(d2l_gpu.num_gpus())")
     nbformat.write(counts, lessons / "01-a.ipynb")
     nbformat.write(notebook("# B", "raise ValueError('boom')"), lessons / "02-b.ipynb")
     tests = tmp_path / "test_gpu.py"
     tests.write_text("import pytest\n\n@pytest.mark.gpu\ndef test_gpu():\n    pytest.skip()\n")
-    done, report = run_gpu_check(tmp_path, "--lessons", f"{lessons}/*.ipynb", "--tests", str(tests))
-    assert "No GPU: torch sees none" in done.stdout
-    assert done.returncode == 1, "a lesson that raises fails the run"
+    done = run_here(monkeypatch, tmp_path, "--lessons", f"{lessons}/*.ipynb", "--tests", str(tests))
+    assert "No GPU: torch sees none" in capsys.readouterr().out
+    assert done == 1, "a lesson that raises fails the run"
     run = json.loads((report / "run.json").read_text())
     assert {"date", "commit", "python", "torch", "cuda", "driver", "gpus"} <= set(run)
     outcomes = {s["step"]: s["outcome"] for s in run["steps"]}
@@ -136,12 +167,28 @@ def test_gpu_check_on_a_bare_box_runs_the_gpu_tests_and_says_what_the_lessons_ne
         assert done.stdout.rstrip().endswith(f"not run: lessons; report in {report}")
 
 
-def test_gpu_check_replaces_only_a_report_it_wrote(tmp_path):
+def test_gpu_check_replaces_only_the_files_it_listed_as_its_own(tmp_path, monkeypatch):
     mine, theirs = tmp_path / "mine", tmp_path / "theirs"
     gpu_check.fresh(mine)
-    (mine / "old.log").write_text("from the last run")
+    (mine / "executed/en").mkdir(parents=True)
+    for name in ("run.json", "executed/en/01-x.ipynb"):
+        gpu_check.claim(mine, name).write_text("from the last run")
     gpu_check.fresh(mine)
-    assert os.listdir(mine) == [gpu_check.MARK]
+    assert [p.name for p in mine.rglob("*") if p.is_file()] == [gpu_check.MARK]
+    gpu_check.claim(mine, "info.log").write_text("from the last run")
+    (mine / "my-data").mkdir()  # the user's, put there after the run
+    (mine / "my-data/results.csv").write_text("keep")
+    with pytest.raises(SystemExit, match=r"not write \(my-data/results.csv\), so it is left as"):
+        gpu_check.fresh(mine)
+    assert (mine / "info.log").is_file() and (mine / "my-data/results.csv").is_file()
+    shutil.rmtree(mine / "my-data")
+
+    def read_only(path: Path, missing_ok: bool = False) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+
+    monkeypatch.setattr(Path, "unlink", read_only)  # a report on a read-only disk
+    with pytest.raises(SystemExit, match=f"cannot write a report in {mine}: .*Read-only"):
+        gpu_check.fresh(mine)
     theirs.mkdir()  # such as the checkout itself, or notebooks/gpu
     (theirs / "notes.txt").write_text("keep")
     with pytest.raises(SystemExit, match="holds files gpu-check did not write .* left as it is"):
@@ -185,20 +232,48 @@ def test_a_step_that_times_out_ends_with_all_it_started_also_in_other_process_gr
 
 
 @PROC
-def test_gpu_check_keeps_to_its_budget_and_names_the_steps_it_cut(tmp_path):
+def test_gpu_check_keeps_to_its_budget_and_names_the_steps_it_cut(tmp_path, monkeypatch, capsys):
     lessons = ["--lessons", "notebooks/en/01-*.ipynb"]
-    done, report = run_gpu_check(tmp_path, "--budget", "0.01", *lessons)
-    outcomes = steps(report)
+    assert run_here(monkeypatch, tmp_path, "--budget", "0.01", *lessons) == 1
+    outcomes = steps(tmp_path / "report")
     cut = "cut: the budget of 0.01 s was spent before it started"
     assert outcomes["info"] == outcomes["gpu-tests"] == outcomes["en/01-introduction"] == cut
-    assert "cut by the budget: info, gpu-tests, en/01-introduction" in done.stdout
-    assert done.returncode == 1
-    lesson = tmp_path / "01-sleeps.ipynb"  # a cell that would take ten minutes, and its rank
+    assert "cut by the budget: info, gpu-tests, en/01-introduction" in capsys.readouterr().out
+
+
+TIMED_OUT = r"failed: CellTimeoutError: A cell timed out while it was being executed, after"
+
+
+@PROC
+@pytest.mark.parametrize(
+    ("limit", "said"),  # not nbclient's last line, the dashes under its preview of the cell
+    [
+        (["--budget", "8"], rf"cut: the budget of 8 s ran out while it ran \({TIMED_OUT} \d s.*"),
+        (["--timeout", "2"], rf"{TIMED_OUT} 2 seconds\."),
+    ],
+)
+def test_a_lesson_past_its_time_says_so_and_ends_with_all_it_started(
+    tmp_path, monkeypatch, limit, said
+):
+    monkeypatch.setattr(gpu_check, "run_step", lambda report, name, *_: (name, "passed", 0))
+    lesson = tmp_path / "en/01-sleeps.ipynb"  # a cell that would take ten minutes, and its rank
+    lesson.parent.mkdir()
     nbformat.write(notebook("# A", _rank_then_sleep(tmp_path / "rank")), lesson)
     tik = time.monotonic()
-    outcome, _ = gpu_check.execute(lesson, tmp_path / "ran.ipynb", 120, time.monotonic() + 10)
-    assert outcome.startswith("failed: ") and time.monotonic() - tik < 60
+    assert run_here(monkeypatch, tmp_path, *limit, "--lessons", str(lesson)) == 1
+    outcome = steps(tmp_path / "report")["en/01-sleeps"]
+    assert re.fullmatch(said, outcome) and time.monotonic() - tik < 60, outcome
     assert _ended(tmp_path / "rank")
+    assert (tmp_path / "report/executed/en/01-sleeps.ipynb").is_file()
+
+
+def test_gpu_check_refuses_two_lessons_that_would_be_one_step(tmp_path, monkeypatch):
+    for folder in ("a", "b"):  # a/en/01-x and b/en/01-x: one step name, one saved notebook
+        (tmp_path / folder / "en").mkdir(parents=True)
+        nbformat.write(notebook("# X"), tmp_path / folder / "en/01-x.ipynb")
+    with pytest.raises(SystemExit, match="two lessons are step en/01-x: give --lessons one of"):
+        run_here(monkeypatch, tmp_path, "--lessons", f"{tmp_path}/[ab]/en/01-x.ipynb")
+    assert not (tmp_path / "report").exists(), "refused before anything is written"
 
 
 def test_gpu_check_waits_seconds_for_a_hung_nvidia_smi_and_says_so(tmp_path, monkeypatch):

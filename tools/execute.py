@@ -12,6 +12,7 @@ torch version, date) under "executed": `make site` prints it on the lesson's pag
 
 import hashlib
 import os
+import signal
 import sys
 from collections import Counter
 from datetime import datetime, timezone
@@ -64,13 +65,20 @@ def execute(source: Path, executed: dict[str, str], timeout: int = 120) -> Path:
     notebook.metadata["kernelspec"] = KERNELSPEC
     target = source.with_suffix(".ipynb")
     keep_cell_ids(notebook, target)
-    NotebookClient(
+    client = NotebookClient(
         notebook,
         kernel_name="python3",
         timeout=timeout,
         record_timing=False,
         resources={"metadata": {"path": str(source.parent)}},
-    ).execute()
+        extra_arguments=["--IPKernelApp.log_level=CRITICAL"],  # its log is not the lesson's
+    )
+    try:
+        client.execute()
+    except Exception:  # nbclient's handler of SIGINT and SIGTERM stops the kernel, then fails
+        if hasattr(client, "_async_cleanup_kernel_future"):  # set by that handler alone
+            raise KeyboardInterrupt from None
+        raise
     notebook.metadata["executed"] = executed
     jupytext.write(notebook, target, fmt="ipynb", config=config)
     return target
@@ -84,7 +92,12 @@ def main(paths: list[str]) -> int:
     os.environ["PYTHONHASHSEED"] = "0"  # kernels inherit it: set ordering stays the same
     executed = what_runs_here()
     for source in sources:
-        print(f"executed {execute(source, executed)}")
+        signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C (nbclient resets it)
+        try:
+            print(f"executed {execute(source, executed)}")
+        except KeyboardInterrupt:
+            print(f"interrupted: {source.with_suffix('.ipynb')} not written", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -17,8 +17,9 @@ cell); then everything it started is ended, and the next step runs. The whole ch
 keeps within --budget (by default it fits one 9-minute call on a lent GPU machine): a
 step gets at most what is left, and the steps the budget cut are named. The report
 folder (build/gpu-check) holds the step logs, executed/{en,zh}/*.ipynb and run.json (the
-machine and each step's outcome), which tools/publish_gpu.py reads; gpu-check replaces
-only a folder it wrote itself. Exits 1 if a step failed, was cut or could not run.
+machine and each step's outcome), which tools/publish_gpu.py reads. gpu-check lists the
+files it writes in the folder's .gpu-check-report and replaces only those: it refuses a
+folder that holds any other file. Exits 1 if a step failed, was cut or could not run.
 Without a GPU it says so, skips the nccl demo and runs the rest on the CPU (what it then
 saves is a CPU run).
 """
@@ -28,12 +29,12 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from glob import glob
 from importlib.util import find_spec
 from pathlib import Path
@@ -53,7 +54,7 @@ NEEDS = {
 }
 WHEELS = "pytest nbval nbclient ipykernel jupytext numpy matplotlib"  # CONTRIBUTING.md's PKGS
 STEP = "D2L_GPU_CHECK_STEP"  # each step's processes carry it in their environment
-MARK = ".gpu-check-report"  # in every report folder this tool made; no other is replaced
+MARK = ".gpu-check-report"  # in every report folder this tool made: the files it wrote
 BUDGET = 480  # seconds: a 9-minute call, less a minute for installing wheels and copying
 
 
@@ -123,7 +124,7 @@ def run_step(report: Path, name: str, args: list[str], timeout: float) -> tuple[
     """Run `python args...` from the repository root, its output logged in the report;
     when it ends or times out, whatever it started is ended too."""
     tik, key = time.monotonic(), uuid.uuid4().hex
-    with open(report / f"{name}.log", "w", encoding="utf-8") as log:
+    with open(claim(report, f"{name}.log"), "w", encoding="utf-8") as log:
         log.write(f"$ python {' '.join(args)}\n")
         log.flush()
         # A file, not a pipe: a process that outlives the step cannot keep us waiting.
@@ -163,10 +164,11 @@ def execute(notebook: Path, target: Path, timeout: float, deadline: float) -> tu
         lesson,
         kernel_name="python3",
         timeout=max(1, int(timeout)),  # waits outside a cell
-        timeout_func=lambda cell: max(1, min(timeout, deadline - time.monotonic())),
+        timeout_func=lambda cell: round(max(1, min(timeout, deadline - time.monotonic()))),
         startup_timeout=int(max(1, min(60, deadline - time.monotonic()))),
         record_timing=False,
         resources={"metadata": {"path": str(notebook.parent)}},
+        extra_arguments=["--IPKernelApp.log_level=CRITICAL"],  # no kernel log in the summary
     )
     key = uuid.uuid4().hex  # carried by the kernel and all it starts (a cell's torchrun)
     try:
@@ -174,27 +176,47 @@ def execute(notebook: Path, target: Path, timeout: float, deadline: float) -> tu
         outcome = "passed"
     except Exception as error:  # a cell raised or ran past its time limit
         lines = re.sub(r"\x1b\[[0-9;]*m", "", str(error)).strip().splitlines() or [""]
-        outcome = f"failed: {type(error).__name__}: {lines[-1][:300]}"  # the exception's line
+        said = lines[0] if isinstance(error, TimeoutError) else lines[-1]  # not a cell's preview
+        outcome = f"failed: {type(error).__name__}: {said[:300]}"  # the exception's line
     end_all(key)
     target.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(lesson, target)
     return outcome, time.monotonic() - tik
 
 
+def claim(report: Path, name: str) -> Path:
+    """List a file in the report's MARK before writing it: a later run replaces it."""
+    with open(report / MARK, "a", encoding="utf-8") as mark:
+        mark.write(f"{name}\n")
+    return report / name
+
+
 def fresh(report: Path) -> None:
-    """Make the report folder empty, replacing only one this tool wrote (it holds MARK)."""
+    """Delete the files an earlier run listed in the report folder's MARK; change nothing
+    in a folder that holds any other file (the user's)."""
     if report.exists() and not report.is_dir():
         raise SystemExit(f"gpu-check: {report} is a file; --report takes a folder")
+    mark, files = report / MARK, {}
     if report.is_dir() and any(report.iterdir()):
-        if not (report / MARK).is_file():
+        if not mark.is_file():  # the checkout, notebooks/gpu, ...: not even walked
             raise SystemExit(
                 f"gpu-check: {report} holds files gpu-check did not write (it has no {MARK}), "
                 "so it is left as it is: give --report a new folder, or one gpu-check wrote"
             )
-        shutil.rmtree(report)
+        listed = {MARK, *mark.read_text("utf-8", "replace").splitlines()[1:]}
+        for path in report.rglob("*"):  # follows no link
+            if path.is_symlink() or not path.is_dir():
+                files[path.relative_to(report).as_posix()] = path
+        if others := sorted(set(files) - listed):
+            raise SystemExit(
+                f"gpu-check: {report} holds files gpu-check did not write ({', '.join(others[:3])}"
+                "), so it is left as it is: give --report a new folder, or move them"
+            )
     try:
+        for path in files.values():
+            path.unlink()
         report.mkdir(parents=True, exist_ok=True)
-        (report / MARK).write_text("Written by tools/gpu_check.py, which replaces this folder.\n")
+        mark.write_text("tools/gpu_check.py wrote the files listed below\n")
     except OSError as error:
         raise SystemExit(f"gpu-check: cannot write a report in {report}: {error}") from None
 
@@ -208,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=seconds, default=BUDGET, help="seconds for them all")
     args = parser.parse_args(argv)
     deadline = time.monotonic() + args.budget
+    lessons = sorted({ROOT / p for pattern in args.lessons for p in glob(pattern, root_dir=ROOT)})
+    named = Counter(f"{notebook.parent.name}/{notebook.stem}" for notebook in lessons)
+    if twice := [name for name, n in named.items() if n > 1]:  # one step name, one saved file
+        raise SystemExit(f"gpu-check: two lessons are step {twice[0]}: give --lessons one of them")
     report = args.report.resolve()
     fresh(report)
     # Kernels, pytest and torchrun import d2l_gpu from this tree, installed or not, and
@@ -265,14 +291,13 @@ def main(argv: list[str] | None = None) -> int:
         demo = ["-m", "torch.distributed.run", "--standalone", "--local-addr", "127.0.0.1"]
         demo += ["--nproc-per-node", str(cuda), DEMO, "--backend", "nccl"]
         record(*run_step(report, "torchrun-nccl", demo, timeout))
-    lessons = sorted({ROOT / p for pattern in args.lessons for p in glob(pattern, root_dir=ROOT)})
     if not lessons:
         record("lessons", f"failed: no lesson matches {args.lessons}")
     elif not lacks("lessons", f"the {len(lessons)} lessons"):
         for notebook in lessons:
             name = f"{notebook.parent.name}/{notebook.stem}"
             if timeout := limit(name):
-                target = report / "executed" / notebook.parent.name / notebook.name
+                target = claim(report, f"executed/{name}{notebook.suffix}")
                 record(name, *execute(notebook, target, timeout, deadline))
     return finish(report, facts, steps)
 
@@ -280,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
 def finish(report: Path, facts: dict, steps: list[dict]) -> int:
     """Write run.json, say what failed, was cut or could not run; 1 if any."""
     run = {**facts, "steps": steps}
-    (report / "run.json").write_text(json.dumps(run, indent=1) + "\n", encoding="utf-8")
+    claim(report, "run.json").write_text(json.dumps(run, indent=1) + "\n", encoding="utf-8")
     said = []
     for kind, heading in [
         ("failed", "failed"),
