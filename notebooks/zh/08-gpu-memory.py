@@ -232,7 +232,7 @@ def blamed(env):
         child = subprocess.run(
             [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120
         )
-    except subprocess.TimeoutExpired:  # 卡住的子进程被结束，只用一行说明
+    except subprocess.TimeoutExpired:  # 卡住的子进程被终止，只用一行说明
         return "no answer within 120 s: the child was ended"
     places = list(re.finditer(r'File "<string>", line (\d+)', child.stderr))
     if not places:
