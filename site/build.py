@@ -14,11 +14,10 @@ from os.path import relpath
 from pathlib import Path
 
 import nbformat
-from sphinx.cmd.build import build_main
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from publish_gpu import as_run, machines, markdown_text  # noqa: E402 (the GPU records)
+from publish_gpu import as_run, machines, markdown_text, title  # noqa: E402 (the GPU records)
 
 HAN = "[\u4e00-\u9fff]"  # zh search finds the glossary's terms whole (锁页内存): jieba's words
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\((\S+?)\)")
@@ -92,8 +91,8 @@ def relink(source: str, lang: str, where: Path) -> str:
 
 def stage_notebook(source: Path, lang: str, line: str, record: str = "") -> str:
     """A copy with `line` where its Colab badge was ({url}: the badge's address), its outputs
-    only text and PNG, its setup cell folded; a GPU record's title names the `record`, its links
-    are plain text and search leaves it out, so that today's lessons come first."""
+    only text and PNG, its setup cell folded. A GPU record is titled `record` (its own title is
+    untrusted) over `line`; its links are plain text and search leaves it out (lessons first)."""
     notebook = read(source)
     for cell in notebook.cells:
         if cell.cell_type == "code":
@@ -101,13 +100,15 @@ def stage_notebook(source: Path, lang: str, line: str, record: str = "") -> str:
                 output.data = {k: v for k, v in output.data.items() if k in OUTPUTS}
             cell.outputs = [o for o in cell.outputs if o.get("data", True)]
         else:
+            cell.source = GPU_LINE.sub("", cell.source, 1)
             cell.source = RELATIVE.sub(r"\1", cell.source) if record else cell.source
-            cell.source = relink(GPU_LINE.sub("", cell.source, 1), lang, source)
-    title, setup = notebook.cells[0], notebook.cells[1:2]
-    title.source = title.source.replace("\n", f" ({record})\n" * bool(record) or "\n", 1)
-    title.source, found = BADGE.subn(lambda badge: line.replace("{url}", badge[1]), title.source)
-    if found != 1:
+            cell.source = relink(cell.source, lang, source)
+    first, setup = notebook.cells[0], notebook.cells[1:2]
+    head, _, rest = first.source.partition("\n")  # a record's badge, if it kept one, goes
+    rest, found = BADGE.subn(lambda badge: "" if record else line.replace("{url}", badge[1]), rest)
+    if found != 1 and not record:
         raise SystemExit(f"{source}: its first cell has {found} Colab badges, not one")
+    first.source = f"# {record}\n\n{line}\n{rest}" if record else f"{head}\n{rest}"
     if setup and "google.colab" in setup[0].source:  # Colab's setup, not the lesson: folded
         setup[0].metadata.setdefault("tags", []).append("hide-input")
     if record:  # Sphinx leaves out of search a page that has this key, whatever its value
@@ -146,10 +147,12 @@ def stage(notebooks: Path, lang: str, manifests: list, out: Path) -> dict[str, s
             facts.update(gpu=markdown_text(m["gpus"][0]), page=f"gpu/{folder.name}/{file}")
             runs.setdefault(name, []).append({**facts, "now": same == total})
             said = f"{RECORD.format(**facts)} {same} of {total} code cells as run."
-            files[facts["page"]] = stage_notebook(folder / file, lang, said, facts["gpu"])
-    files["gpu/README.md"] = (
-        text(notebooks / "gpu" / "README.md") + "\n" + toctree(["*/*/*"], ":glob:", ":hidden:")
-    )
+            today = notebooks / f"{name}.ipynb"  # its title: the theme prints a page's unescaped
+            gpu = markdown_text(re.sub(r"[^\w .()-]", "", m["gpus"][0]))
+            heading = f"{title(today) if today.is_file() else name} ({gpu})"
+            files[facts["page"]] = stage_notebook(folder / file, lang, said, heading)
+    records = toctree(["*/*/*"], ":glob:", ":hidden:") if manifests else ""
+    files["gpu/README.md"] = f"{text(notebooks / 'gpu' / 'README.md')}\n{records}\n"
     for lesson in sorted((notebooks / lang).glob("[0-9]*.ipynb")):
         made = read(lesson).metadata.get("executed", {})
         if missing := {"device", "torch", "date"} - set(made):
@@ -210,6 +213,8 @@ def swap_in(pages: Path, site: Path) -> None:
 
 def build(notebooks: Path, into: Path) -> int:
     """Stage, build each language in `into`/site-src/pages/, then swap it in as `into`/site."""
+    for lesson in sorted(notebooks.glob("*/[0-9]*.ipynb")):  # before a record reads one
+        read(lesson)
     work, manifests = into / "site-src", machines(notebooks)
     staged = {lang: stage(notebooks, lang, manifests, work / lang) for lang in SAY}
     unfinished = work / "unfinished"
@@ -221,7 +226,11 @@ def build(notebooks: Path, into: Path) -> int:
         if sync(work / lang, files):
             shutil.rmtree(work / "pages" / lang, ignore_errors=True)
     unfinished.touch()
+    from sphinx import locale  # here: staging and its checks need only nbformat
+    from sphinx.cmd.build import build_main
+
     for lang in SAY:
+        locale.translators.clear()  # Sphinx keeps the last language's words for the next build
         options = [
             "-W",
             "-q",

@@ -1,0 +1,213 @@
+"""site/build.py on a tiny copy of notebooks/ (one lesson, one GPU record, per language): a
+report's facts and a notebook's HTML and scripts never become markup; a bad input is one line
+and keeps the last good site; a rebuild reuses Sphinx's work; a second build waits."""
+
+import fcntl
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from subprocess import PIPE
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+ROOT = Path(__file__).resolve().parent.parent
+spec = importlib.util.spec_from_file_location("site_build", ROOT / "site" / "build.py")
+build = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(build)
+BADGE = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://x)"
+PNG = "iVBORw0KGgo="  # a PNG's signature: a page shows it; no one looks
+SCRIPTS = {"text/html": "<script>HTMLRAN=1</script>", "application/javascript": "JSRAN=1"}
+SECRET, LANGS, FACTS = (
+    "SECRET-FROM-OUTSIDE-4711",
+    ("en", "zh"),
+    ["driver", "torch", "cuda", "python", "date", "commit"],
+)
+PAYLOADS = {  # the review's section 2.3, as facts of a manifest that no check held to a shape
+    "gpus": ["NVIDIA <script>GPURAN=1</script> _em_"],
+    "driver": '550 <img src=x onerror="DRIVERRAN=1">',
+    "date": '<a href="https://evil.example/date">DATELINK</a>',
+    "commit": '<iframe srcdoc="FRAMED"></iframe> {download}`x <SECRETPATH>`',
+    "cuda": "12.4\n```{literalinclude} SECRETPATH\n```",
+    "torch": "2.6 [TORCHLINK](https://evil.example/torch)",
+}
+
+
+def lesson(lang: str, words: str, record: bool = False) -> nbformat.NotebookNode:
+    figure = new_output("display_data", {"image/png": PNG, "text/plain": "<Figure>", **SCRIPTS})
+    return new_notebook(
+        metadata={
+            "executed": {"device": "CPU", "torch": "2.6", "date": "2026-12-06"},
+            "language_info": {"name": "python"},
+        },
+        cells=[
+            new_markdown_cell(
+                f"# Intro {lang}\n\n{BADGE}\n\nGPU: [notebooks/gpu](../gpu/README.md)."
+            ),
+            new_code_cell('if "google.colab" in sys.modules: pass', outputs=[]),
+            new_code_cell(
+                "old()" if record else "plot()",
+                metadata={"mystnb": {"image": {"alt": "ALT-" + lang}}},
+                outputs=[] if record else [figure],
+            ),
+            new_markdown_cell(f"{words} [`../README.md`](../README.md)"),
+            new_code_cell("show()", outputs=[new_output("display_data", SCRIPTS)] * record),
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def notebooks(tmp_path_factory) -> Path:
+    nb = tmp_path_factory.mktemp("site") / "notebooks"
+    rows = "| # | en | zh |\n| - | - | - |\n| 01 | [A](en/01-a.ipynb) | [甲](zh/01-a.ipynb) |"
+    for path, text in {
+        "README.md": f"# Lessons / 课程\n\nIntro.\n\n中文简介。\n\n## Path / 主线\n\n{rows}\n",
+        "gpu/README.md": "# GPUs\n\nSee the records.\n",
+        "zh/README.md": "# 术语表\n\n| en | 中文 | 说明 |\n| - | - | - |\n| pin | 锁页内存 | 是 |",
+        "gpu/m/manifest.json": json.dumps(
+            {
+                "lessons": {f"{x}/01-a": f"{x}/01-a.ipynb" for x in LANGS},
+                "gpus": ["NVIDIA H100"],
+                "machine": "m",
+                **dict.fromkeys(FACTS, "1.0"),
+                "date": "2026-12-04",
+                "commit": "abc1234",
+            }
+        ),
+        "../SECRETPATH": SECRET,
+    }.items():
+        (nb / path).parent.mkdir(parents=True, exist_ok=True)
+        (nb / path).write_text(text, encoding="utf-8")
+    for lang in LANGS:
+        (nb / lang).mkdir(exist_ok=True)
+        (nb / "gpu" / "m" / lang).mkdir(exist_ok=True)
+        nbformat.write(lesson(lang, "lessonword"), nb / lang / "01-a.ipynb")
+        nbformat.write(lesson(lang, "recordword", True), nb / "gpu" / "m" / lang / "01-a.ipynb")
+    return nb
+
+
+def unchecked(notebooks: Path) -> list:
+    """The record with the review's payloads, as machines() would give it if it checked none."""
+    manifest = json.loads((notebooks / "gpu/m/manifest.json").read_text())
+    return [(notebooks / "gpu" / "m", {**manifest, **PAYLOADS})]
+
+
+@pytest.fixture(scope="module")
+def built(notebooks: Path) -> Path:
+    pytest.importorskip("sphinx", reason="the site extra: pip install -e '.[site]'")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(build, "machines", unchecked)
+        assert build.main([str(notebooks)], notebooks.parent / "build") == 0
+    return notebooks.parent / "build"
+
+
+def test_facts_and_outputs_never_become_markup(built: Path):
+    pages = "".join(p.read_text("utf-8") for p in built.glob("site/**/*.html"))
+    tags = ["<script>GPURAN", "<img src=x", "<iframe", "<em>em", 'href="https://evil.example']
+    for markup in [*tags, "HTMLRAN", "JSRAN", "application/javascript", SECRET]:
+        assert markup not in pages
+    assert "&lt;script&gt;GPURAN=1&lt;/script&gt;" in pages  # shown, as text
+    assert not list(built.glob("site/**/SECRETPATH*")) and "{literalinclude}" in pages
+
+
+def test_lesson_page(built: Path):
+    page, zh = ((built / "site" / lang / "01-a.html").read_text("utf-8") for lang in LANGS)
+    assert "An older version of this lesson ran on NVIDIA" in page
+    assert 'class="btn btn-outline-primary btn-sm reference download internal"' in page
+    assert "tag_hide-input" in page and 'alt="ALT-en"' in page and "notebooks/gpu" not in page
+    assert ">the index</span></a>" in page and ">目录</span></a>" in zh  # not ../README.md
+    for lang, book in {"en": "https://d2l.ai/chapter_", "zh": "https://zh.d2l.ai/chapter_"}.items():
+        assert book in (built / "site" / lang / "index.html").read_text("utf-8")
+    index = (built / "site" / "en" / "searchindex.js").read_text("utf-8")
+    assert "lessonword" in index and "recordword" not in index  # the record is left out
+    for unused in ["jupyter_execute", "_sources", "*.map", ".buildinfo"]:
+        assert not list((built / "site").rglob(unused))
+
+
+def test_rebuild_reuses_pages_and_replaces_the_site(built: Path, notebooks: Path, monkeypatch):
+    page, old = built / "site-src/pages/en/01-a.html", (built / "site").stat().st_ino
+    written = page.stat().st_mtime_ns
+    monkeypatch.setattr(build, "machines", unchecked)
+    assert build.main([str(notebooks)], built) == 0
+    assert page.stat().st_mtime_ns == written and (built / "site").stat().st_ino != old
+    assert not list(built.glob(".site-*"))
+
+
+def test_interrupted_build_keeps_the_site(built: Path, notebooks: Path, monkeypatch):
+    def interrupted(argv: list) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("sphinx.cmd.build.build_main", interrupted)
+    old = (built / "site").stat().st_ino
+    assert build.main([str(notebooks)], built) == 130 and (built / "site").stat().st_ino == old
+    assert (built / "site-src" / "unfinished").exists()  # so the next build starts afresh
+
+
+NO_DEVICE = new_notebook(cells=[new_markdown_cell("# B")], metadata={"executed": {"torch": "2"}})
+BAD = [  # a file planted in the copy (None: removed), and the words of its one line
+    ("en/01-a.ipynb", '{"cells": [', "01-a.ipynb: not a notebook (NotJSONError"),
+    ("zh/01-a.ipynb", "{}", "01-a.ipynb: not a notebook"),
+    ("en/02-b.ipynb", nbformat.writes(new_notebook()), "02-b.ipynb: no cells"),
+    (
+        "zh/02-b.ipynb",
+        nbformat.writes(NO_DEVICE),
+        "02-b.ipynb: metadata.executed lacks date, device",
+    ),
+    ("gpu/n/manifest.json", '{"gpus": []}', "n/manifest.json: no driver"),
+    ("gpu/m/en/01-a.ipynb", None, "01-a.ipynb: not a notebook (FileNotFoundError"),
+    ("gpu/m/zh/01-a.ipynb", "{", "01-a.ipynb: not a notebook"),
+    ("gpu/README.md", None, "gpu/README.md: missing"),
+    ("README.md", None, "README.md: missing"),
+]
+
+
+def planted(notebooks: Path, to: Path, name: str, content: str | None) -> Path:
+    subprocess.run(["cp", "-a", str(notebooks), str(to)], check=True)
+    if content is None:
+        (to / name).unlink()
+    else:
+        (to / name).parent.mkdir(parents=True, exist_ok=True)
+        (to / name).write_text(content, encoding="utf-8")
+    return to
+
+
+@pytest.mark.parametrize("name, content, said", BAD)
+def test_bad_input_is_one_line_and_keeps_the_site(notebooks, tmp_path, name, content, said):
+    (tmp_path / "build" / "site").mkdir(parents=True)
+    with pytest.raises(SystemExit) as stop:
+        build.main([str(planted(notebooks, tmp_path / "nb", name, content))], tmp_path / "build")
+    assert said in str(stop.value) and "\n" not in str(stop.value)
+    assert (tmp_path / "build" / "site").is_dir()
+
+
+def test_headings_links_and_arguments(notebooks: Path, tmp_path: Path):
+    readme = tmp_path / "README.md"  # a heading in one language; a paragraph that starts with #
+    readme.write_text("# Lessons\n\n#word and more\n\n## Extra\n\n简介。", encoding="utf-8")
+    assert "## Extra" in build.index(readme, "zh") and "#word and more" in build.index(readme, "en")
+    with pytest.raises(SystemExit, match=r"\[g\]\(\.\./\.\./gpu/\) leads nowhere on the site"):
+        build.relink("see [g](../../gpu/)", "en", readme)
+    for argv in [["a b"], [str(notebooks), "b"]]:  # make site SITE_NOTEBOOKS="a b" gives one
+        with pytest.raises(SystemExit, match="one folder of notebooks expected"):
+            build.main(argv, tmp_path)
+
+
+def test_a_second_build_waits_for_the_first(notebooks: Path, tmp_path: Path):
+    into, bad = tmp_path / "build", planted(notebooks, tmp_path / "nb", "README.md", None)
+    into.mkdir()
+    code = f"import build, sys; sys.exit(build.main([{str(bad)!r}], build.Path({str(into)!r})))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "site")}
+    with open(into / "site.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        second = subprocess.Popen(
+            [sys.executable, "-c", code], env=env, stdout=PIPE, stderr=PIPE, text=True
+        )
+        assert (
+            second.stdout.readline()
+            == "site: another build of the site is running; this one waits for it\n"
+        )
+        assert second.poll() is None
+    assert second.wait(60) == 1 and "README.md: missing" in second.stderr.read()
