@@ -28,10 +28,13 @@ NOTEBOOKS = ROOT / "notebooks"
 FACTS = ["gpus", "driver", "torch", "cuda", "python", "date", "commit"]
 KEY_TAG, KEY_LINES = "key-result", 12
 LESSON = re.compile(r"[a-z]{2}/\d\d-[a-z0-9-]+")  # a lesson's step, as en/01-introduction
-NAME = r"(?=.*[A-Za-z0-9])[A-Za-z0-9 ._()-]{1,100}"  # a GPU name, with a letter or digit
+NAME = (  # a GPU name: it becomes a folder's name too
+    r"(?=.*[A-Za-z0-9])[A-Za-z0-9 ._()-]{1,100}",
+    "a list of GPU names: 1 to 100 letters, digits, spaces or -_.() each, a letter or digit",
+)
 VERSION = r"\d[0-9A-Za-z.+]{0,39}", "a version: digits, dots, + and letters, at most 40, or null"
 SHAPES = {  # what gpu-check writes: gpus and notes are lists, the rest one value or null
-    "gpus": (NAME, "a list of GPU names: letters, digits, spaces, -_.(), 1 to 100 characters"),
+    "gpus": NAME,
     "notes": (r"[^\x00-\x1f\x7f]{1,2000}", "a list of one-line texts of 1 to 2000 characters"),
     **dict.fromkeys(["driver", "torch", "cuda", "python"], VERSION),
     "date": (r"\d{4}-\d\d-\d\d", "an ISO date such as 2026-12-04, or null"),
@@ -231,7 +234,9 @@ def read_manifest(path: Path) -> dict:
     try:
         m = json.loads(path.read_text(encoding="utf-8"))
         problems = [f"no {k}" for k in [*FACTS, "lessons"] if k not in m] + fact_problems(m)
-        inside = all(LESSON.fullmatch(n) and f == f"{n}.ipynb" for n, f in m["lessons"].items())
+        inside = all(
+            LESSON.fullmatch(n) and f == f"{n}.ipynb" for n, f in m.get("lessons", {}).items()
+        )
     except (OSError, ValueError, TypeError, AttributeError, KeyError) as error:
         raise SystemExit(f"{path}: not a manifest ({type(error).__name__}: {error})") from None
     problems += ["gpus is empty, and a record is what a GPU ran"] * (m.get("gpus") == [])
