@@ -126,7 +126,10 @@ print("steps kept:", next(e.count for e in events if e.key.startswith("ProfilerS
 # The profiler's own rows stay out of the ranked lists and are named on the
 # last line. On a GPU, CUPTI, NVIDIA's library through which the profiler
 # records kernels, reports its own work as rows such as `Activity Buffer
-# Request`, which can otherwise top the CPU list.
+# Request`, which can otherwise top the CPU list. The profiler also copies its
+# markers (`ProfilerStep*`, `Optimizer.step#SGD.step`) onto the GPU's
+# timeline; each spans a whole stretch of GPU time, idle gaps included, and
+# would top the kernels.
 #
 # Times are in microseconds and change from run to run.
 # `events.table(sort_by="self_device_time_total", row_limit=10)` prints
@@ -140,6 +143,8 @@ if on_cuda:
     NAMED += ["Memcpy HtoD (Pageable -> Device)", "Memcpy DtoH (Device -> Pinned)"]
     NAMED += ["cudaLaunchKernel", "cudaStreamSynchronize"]
 OWN = ["Activity Buffer Request", "Buffer Flush", "Instrumentation", "Resource"]  # CUPTI's work
+OWN += ["Driver Compiler", "Lazy Function Loading", "Runtime Triggered Module Loading"]
+OWN += ["Command Buffer Full", "UVM Activity Init", "Unknown"]
 
 
 def show(title, rows):
@@ -154,16 +159,22 @@ def ranked(rows, time, count):
     return sorted(rows, key=lambda e: getattr(e, time), reverse=True)[:count]
 
 
+def marker_on_gpu(e):
+    # a marker's span on the GPU's timeline, not a kernel (on the CPU, markers are rows)
+    return e.is_user_annotation and e.device_type != DeviceType.CPU
+
+
 print(f"  {'operation or kernel':<41}{'calls':>6}{'self CPU us':>12}{'self GPU us':>12}")
-steps = [e for e in events if e.key not in OWN]  # the profiler's own rows set apart
+steps = [e for e in events if e.key not in OWN and not marker_on_gpu(e)]  # profiler's own, apart
 if on_cuda:
     on_gpu = [e for e in steps if e.device_type != DeviceType.CPU]
     show("on the GPU, by GPU time:", ranked(on_gpu, "self_device_time_total", 6))
 on_cpu = [e for e in steps if e.device_type == DeviceType.CPU]
 show("on the CPU, by CPU time:", ranked(on_cpu, "self_cpu_time_total", 6))
-show("rows named in the text:", [e for name in NAMED for e in events if e.key == name])
+show("rows named in the text:", [e for name in NAMED for e in steps if e.key == name])
 print("named but not recorded:", [n for n in NAMED if n not in {e.key for e in events}] or "none")
-print("the profiler's own rows:", [e.key for e in events if e.key in OWN] or "none")
+own = [e.key + (" (GPU)" if marker_on_gpu(e) else "") for e in events if e not in steps]
+print("the profiler's own rows:", own or "none")
 
 # %% [markdown]
 # Read the table as a list of places to look, not as a verdict. On a CPU, as
@@ -185,12 +196,13 @@ print("the profiler's own rows:", [e.key for e in events if e.key in OWN] or "no
 # `cudaStreamSynchronize`, three times a step. `.item()` waits there for the
 # loss, and so does each of the two `.to(device)` copies: from ordinary
 # (pageable) memory, PyTorch queues the copy and then waits until the GPU's
-# queue is empty. Its self CPU time is mostly the CPU standing idle. Pinned
-# memory with `non_blocking=True`, as in
-# [04](04-asynchrony-and-transfers.ipynb), queues a copy without that wait. A named
-# row that the run did not record is listed on the last line rather than left
-# out silently. This paragraph follows the PyTorch source; whether a GPU has run
-# the cell as it stands is on the GPU page linked at the top.
+# queue is empty. The self CPU time of `cudaStreamSynchronize` is mostly the
+# CPU standing idle. Pinned memory with `non_blocking=True`, as in
+# [04](04-asynchrony-and-transfers.ipynb), queues a copy without that wait. A
+# named row that the run did not record is listed on the line before last
+# rather than left out silently. This paragraph follows the PyTorch source;
+# whether a GPU has run the cell as it stands is on the GPU page linked at the
+# top.
 #
 # For a timeline instead of a table, `trace.export_chrome_trace(path)` writes
 # a file that [Perfetto](https://ui.perfetto.dev) opens. There the gaps show
@@ -256,7 +268,7 @@ print("first layer's weights are drawn as nn.Linear draws them:", within and spr
 # On a GPU the kernels add up the products in another order, and since a
 # float32 keeps about seven significant digits, the order changes the last of
 # them. Matrix products in float32 on a CUDA GPU are computed in full float32
-# unless TF32 is switched on (lesson [11](11-three-limits.ipynb)), so an
+# unless TF32 is switched on (lesson [12](12-remedies.ipynb)), so an
 # absolute tolerance of 1e-5 leaves room for the order and none for a wrong
 # weight. No GPU has run this cell yet.
 
