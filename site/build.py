@@ -23,11 +23,9 @@ HAN = "[\u4e00-\u9fff]"  # zh search finds the glossary's terms whole (锁页内
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\((\S+?)\)")
 RELATIVE = re.compile(r"(?<!!)\[([^\]]*)\]\((?!https?:|#)[^)]*\)")
 OUTSIDE = re.compile(r"\[([^\]]*)\]\((\.\./[^)#]*)(#[^)]*)?\)")  # a link out of a lesson folder
-LINKS = {  # where such a link goes on the site, and its words where they were a path
-    "../README.md": ("index.md", "the index", "目录"),
-    "../gpu/README.md": ("gpu/README.md", "what a GPU printed", "GPU 打印的结果"),
-    "../../README.md": ("https://github.com/d2l-gpu/d2l-gpu#readme", "README", "README"),
-}
+LINKS = {"../README.md": ("index.md", "the index", "目录"),  # its page here; words for a path
+         "../gpu/README.md": ("gpu/README.md", "what a GPU printed", "GPU 打印的结果"),
+         "../../README.md": ("https://github.com/d2l-gpu/d2l-gpu#readme", "README", "README")}
 GPU_LINE = re.compile(r"\n\n.*\]\(\.\./gpu/README\.md\).*")  # the generated line says it
 FACTS = ["driver", "torch", "cuda", "date", "commit"]  # a GPU record's, untrusted: escaped
 OUTPUTS = {"text/plain", "image/png"}  # what a page shows of an output: never HTML or a script
@@ -35,24 +33,18 @@ UNUSED = shutil.ignore_patterns("jupyter_execute", "_sources", "*.map", ".*", "*
 BUTTON = "[{}]({}){{.btn .btn-outline-primary .btn-sm}}"
 RECORD = "{gpu}, driver {driver}, torch {torch} (CUDA {cuda}), {date}, commit {commit}:"
 SAY = {
-    "en": dict(
-        colab="Open in Colab",
-        get="Download the notebook",
+    "en": dict(colab="Open in Colab", get="Download the notebook",
         made="Outputs from a run on {device} with torch {torch}, {date}. ",
         same="{gpu} ran this lesson as it is on {date}: [what it printed]({page}).",
         older="An older version of this lesson ran on {gpu} on {date}: [what it printed]({page}).",
         none="No GPU has run this lesson yet; [what GPUs printed for the others](gpu/README.md).",
-        book="The book's own section: [GPUs](https://d2l.ai/chapter_builders-guide/use-gpu.html).",
-    ),
-    "zh": dict(
-        colab="在 Colab 中打开",
-        get="下载笔记本",
+        book="The book's own section: [GPUs](https://d2l.ai/chapter_builders-guide/use-gpu.html)."),
+    "zh": dict(colab="在 Colab 中打开", get="下载笔记本",
         made="本页输出来自 {date} 在 {device} 上用 torch {torch} 的一次运行。",
         same="{gpu} 于 {date} 原样运行过本课：[它打印的结果]({page})。",
         older="{gpu} 于 {date} 运行过本课的一个旧版本：[它打印的结果]({page})。",
         none="还没有 GPU 运行过这一课；[其他各课在 GPU 上打印的结果](gpu/README.md)。",
-        book="原书的这一节：[GPU](https://zh.d2l.ai/chapter_deep-learning-computation/use-gpu.html)。",
-    ),
+        book="原书的这一节：[GPU](https://zh.d2l.ai/chapter_deep-learning-computation/use-gpu.html)。"),
 }
 
 
@@ -75,17 +67,13 @@ def text(path: Path) -> str:
 
 def relink(source: str, lang: str, where: Path) -> str:
     """Links out of a lesson folder go to the site's page; words that were a path, its name."""
-
     def site(link: re.Match) -> str:
         if link[2] not in LINKS:
-            raise SystemExit(
-                f"{where}: {link[0]} leads nowhere on the site; a link out of a"
-                f" lesson folder may go to {', '.join(LINKS)}"
-            )
+            raise SystemExit(f"{where}: {link[0]} leads nowhere on the site; a link out of a"
+                             f" lesson folder may go to {', '.join(LINKS)}")
         page, *names = LINKS[link[2]]
         words = names[lang == "zh"] if re.fullmatch(r"`?[\w./-]+`?", link[1]) else link[1]
         return f"[{words}]({page}{link[3] or ''})"
-
     return OUTSIDE.sub(site, source)
 
 
@@ -156,18 +144,13 @@ def stage(notebooks: Path, lang: str, manifests: list, out: Path) -> dict[str, s
     for lesson in sorted((notebooks / lang).glob("[0-9]*.ipynb")):
         made = read(lesson).metadata.get("executed", {})
         if missing := {"device", "torch", "date"} - set(made):
-            raise SystemExit(
-                f"{lesson}: metadata.executed lacks {', '.join(sorted(missing))};"
-                " tools/execute.py records what made a lesson's outputs"
-            )
-        runs_here = runs.get(f"{lang}/{lesson.stem}", [])
-        gpus = [say["same" if run["now"] else "older"].format(**run) for run in runs_here]
+            raise SystemExit(f"{lesson}: metadata.executed lacks {', '.join(sorted(missing))};"
+                             " tools/execute.py records what made a lesson's outputs")
+        gpus = [say["same" if run["now"] else "older"].format(**run)
+                for run in runs.get(f"{lang}/{lesson.stem}", [])]
         made = say["made"].format(**{k: markdown_text(made[k]) for k in made})
-        buttons = (
-            BUTTON.format(say["colab"], "{url}")
-            + " "
-            + BUTTON.format(say["get"], "path:" + relpath(lesson, out))
-        )
+        download = "path:" + relpath(lesson, out)  # Sphinx copies it into _downloads/
+        buttons = f"{BUTTON.format(say['colab'], '{url}')} {BUTTON.format(say['get'], download)}"
         line = f"{buttons}\n\n{made}{' '.join(gpus) or say['none']}"
         files[lesson.name] = stage_notebook(lesson, lang, line)
     if lang == "zh":  # the glossary, README.md as the zh lessons link to it
@@ -181,10 +164,10 @@ def stage(notebooks: Path, lang: str, manifests: list, out: Path) -> dict[str, s
 def sync(folder: Path, files: dict[str, str]) -> bool:
     """Write each file whose text changed (one unchanged keeps its time: Sphinx skips it) and
     remove those no longer staged; whether any was removed (its page would stay)."""
-    for name, content in files.items():
-        if not (folder / name).is_file() or (folder / name).read_text("utf-8") != content:
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_text(content, "utf-8")
+    for path, content in ((folder / name, content) for name, content in files.items()):
+        if not path.is_file() or path.read_text("utf-8") != content:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content, "utf-8")
     staged = {(folder / name).resolve() for name in files}
     gone = [p for p in folder.rglob("*") if p.is_file() and p.resolve() not in staged]
     for path in gone:
@@ -195,13 +178,9 @@ def sync(folder: Path, files: dict[str, str]) -> bool:
 def swap_in(pages: Path, site: Path) -> None:
     """Copy what pages use into a new folder beside `site`, then rename it over `site`; Ctrl-C
     and SIGTERM wait until both renames are done, so there is always one whole site."""
-    new = Path(tempfile.mkdtemp(prefix=".site-new-", dir=site.parent))
-    try:
-        shutil.copytree(pages, new, ignore=UNUSED, dirs_exist_ok=True)
-        shutil.copy(ROOT / "site" / "index.html", new / "index.html")
-    except BaseException:
-        shutil.rmtree(new)
-        raise
+    new = Path(tempfile.mkdtemp(prefix=".site-new-", dir=site.parent))  # if left, the next goes
+    shutil.copytree(pages, new, ignore=UNUSED, dirs_exist_ok=True)
+    shutil.copy(ROOT / "site" / "index.html", new / "index.html")
     old, stops = new.with_name(new.name.replace("new", "old")), {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     if site.exists():
@@ -231,20 +210,9 @@ def build(notebooks: Path, into: Path) -> int:
 
     for lang in SAY:
         locale.translators.clear()  # Sphinx keeps the last language's words for the next build
-        options = [
-            "-W",
-            "-q",
-            "-t",
-            lang,
-            "-c",
-            str(ROOT / "site"),
-            "-d",
-            str(work / f".{lang}"),
-            "-D",
-            "html_copy_source=0",  # no _sources/: no page links to them
-            "-D",
-            f"html_search_options.dict={work / 'zh-words.txt'}",
-        ]  # zh only
+        options = ["-W", "-q", "-t", lang, "-c", str(ROOT / "site"), "-d", str(work / f".{lang}"),
+                   "-D", "html_copy_source=0",  # no _sources/: no page links to them
+                   "-D", f"html_search_options.dict={work / 'zh-words.txt'}"]  # zh only
         if build_main([*options, str(work / lang), str(work / "pages" / lang)]):
             return 1
     unfinished.unlink()
@@ -256,10 +224,8 @@ def main(argv: list[str], into: Path = ROOT / "build") -> int:
     """Build the site from `argv`'s one folder of notebooks; a second build at once waits."""
     notebooks = Path(argv[0] if argv else ROOT / "notebooks").resolve()
     if len(argv) > 1 or not notebooks.is_dir():
-        raise SystemExit(
-            f"site/build.py: one folder of notebooks expected (quote a path with a"
-            f" space), got {' '.join(argv)!r}"
-        )
+        raise SystemExit(f"site/build.py: one folder of notebooks expected (quote a path with a"
+                         f" space), got {' '.join(argv)!r}")
     into.mkdir(parents=True, exist_ok=True)
     with open(into / "site.lock", "w") as lock:
         try:

@@ -22,11 +22,9 @@ spec.loader.exec_module(build)
 BADGE = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://x)"
 PNG = "iVBORw0KGgo="  # a PNG's signature: a page shows it; no one looks
 SCRIPTS = {"text/html": "<script>HTMLRAN=1</script>", "application/javascript": "JSRAN=1"}
-SECRET, LANGS, FACTS = (
-    "SECRET-FROM-OUTSIDE-4711",
-    ("en", "zh"),
-    ["driver", "torch", "cuda", "python", "date", "commit"],
-)
+SECRET, LANGS = "SECRET-FROM-OUTSIDE-4711", ("en", "zh")
+MANIFEST = {"machine": "m", "gpus": ["NVIDIA H100"], "python": "3", "date": "2026-12-04"}
+MANIFEST |= {"driver": "1", "torch": "1", "cuda": "1", "commit": "abc1234", "lessons": {}}
 PAYLOADS = {  # the review's section 2.3, as facts of a manifest that no check held to a shape
     "gpus": ["NVIDIA <script>GPURAN=1</script> _em_"],
     "driver": '550 <img src=x onerror="DRIVERRAN=1">',
@@ -45,9 +43,7 @@ def lesson(lang: str, words: str, record: bool = False) -> nbformat.NotebookNode
             "language_info": {"name": "python"},
         },
         cells=[
-            new_markdown_cell(
-                f"# Intro {lang}\n\n{BADGE}\n\nGPU: [notebooks/gpu](../gpu/README.md)."
-            ),
+            new_markdown_cell(f"# Intro\n\n{BADGE}\n\nGPU: [notebooks/gpu](../gpu/README.md)."),
             new_code_cell('if "google.colab" in sys.modules: pass', outputs=[]),
             new_code_cell(
                 "old()" if record else "plot()",
@@ -69,14 +65,7 @@ def notebooks(tmp_path_factory) -> Path:
         "gpu/README.md": "# GPUs\n\nSee the records.\n",
         "zh/README.md": "# 术语表\n\n| en | 中文 | 说明 |\n| - | - | - |\n| pin | 锁页内存 | 是 |",
         "gpu/m/manifest.json": json.dumps(
-            {
-                "lessons": {f"{x}/01-a": f"{x}/01-a.ipynb" for x in LANGS},
-                "gpus": ["NVIDIA H100"],
-                "machine": "m",
-                **dict.fromkeys(FACTS, "1.0"),
-                "date": "2026-12-04",
-                "commit": "abc1234",
-            }
+            MANIFEST | {"lessons": {f"{x}/01-a": f"{x}/01-a.ipynb" for x in LANGS}}
         ),
         "../SECRETPATH": SECRET,
     }.items():
