@@ -184,7 +184,7 @@ else:
 # The cell counts those tensors' bytes as one step creates them: gradients at
 # the first `backward()`, moments at the first `optimizer.step()`. The CPU has
 # no allocator counter, so there it counts tensors only. On a CUDA GPU it also
-# prints `memory_allocated` and the peak, counted after a throwaway step in
+# prints `memory_allocated` and the peak, counted from after a throwaway step in
 # which cuBLAS takes its working space from the same allocator. The counter
 # should then match the tensors, and the peak exceed them by what lived
 # briefly: activations and the step's temporaries. No GPU has run this cell yet.
