@@ -41,8 +41,8 @@ lab: $(STAMP) ## open the lessons in JupyterLab, the index first
 test: unit ## unit tests, then every lesson through nbval
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(NBVAL) --ignore=notebooks/gpu notebooks
 
-unit: $(STAMP) ## unit tests only (gpu-marked ones skip without a GPU)
-	$(PY) -m pytest -q -p no:cacheprovider tests
+unit: $(STAMP) ## unit tests only (gpu-marked ones skip without a GPU), two at a time
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal tests
 
 lint: $(STAMP) ## ruff: lint and formatting; the workflows against GitHub's schema
 	$(PY) -m ruff check .
