@@ -56,6 +56,7 @@ WHEELS = "pytest nbval nbclient ipykernel jupytext numpy matplotlib"  # CONTRIBU
 STEP = "D2L_GPU_CHECK_STEP"  # each step's processes carry it in their environment
 MARK = ".gpu-check-report"  # in every report folder this tool made: the files it wrote
 BUDGET = 480  # seconds: a 9-minute call, less a minute for installing wheels and copying
+HEADINGS = {"failed": "failed", "cut": "cut by the budget", "not run": "not run"}  # in the summary
 
 
 def seconds(text: str) -> float:
@@ -307,11 +308,7 @@ def finish(report: Path, facts: dict, steps: list[dict]) -> int:
     run = {**facts, "steps": steps}
     claim(report, "run.json").write_text(json.dumps(run, indent=1) + "\n", encoding="utf-8")
     said = []
-    for kind, heading in [
-        ("failed", "failed"),
-        ("cut", "cut by the budget"),
-        ("not run", "not run"),
-    ]:
+    for kind, heading in HEADINGS.items():
         if names := [s["step"] for s in steps if s["outcome"].startswith(kind)]:
             said.append(f"{heading}: {', '.join(names)}")
     print(
