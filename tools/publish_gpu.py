@@ -1,13 +1,11 @@
 """Publish what a GPU printed: python tools/publish_gpu.py [REPORT]
 
 A report comes from a machine the maintainer does not control: it is untrusted input. Its
-facts are held to the shapes gpu-check writes (one line per field refused); the lessons that
-passed are copied into notebooks/gpu/<machine>/{en,zh}/, keeping only what a lesson prints
-(clean()), with manifest.json (facts, notes, each lesson's file), all or nothing. Then, with or
-without a report, notebooks/gpu/README.md is generated from every manifest, facts escaped as
-text (markdown_text()): per lesson, how many of today's code cells are what that machine ran,
-and the key results (cells tagged key-result) whose code is still today's. That page is the
-only generated file; the lessons link to it with a static line.
+facts are held to the shapes gpu-check writes; the lessons that passed are copied into
+notebooks/gpu/<machine>/{en,zh}/ keeping only what a lesson prints (clean()), with
+manifest.json, all or nothing. Then notebooks/gpu/README.md, the only generated file, is
+written from every manifest, facts escaped as text (markdown_text()): per lesson, how many of
+today's code cells that machine ran, and key results whose code is still today's.
 """
 
 import html
@@ -200,11 +198,9 @@ def today(lesson: Path, kind: str) -> list[str]:
 def key_results(published: NotebookNode, current: Path) -> tuple[list[str], int]:
     """The text printed by cells tagged key-result whose code (comments aside) is in today's
     lesson, at most KEY_LINES lines a cell; and how many ran code that has changed since."""
-    keyed, lesson = (
-        [c for c in published.cells if KEY_TAG in c.metadata.get("tags", [])],
-        today(current, "code"),
-    )
-    lines, same = [], [c for c in keyed if code(c) in lesson]
+    keyed = [c for c in published.cells if KEY_TAG in c.metadata.get("tags", [])]
+    lines, lesson = [], today(current, "code")
+    same = [c for c in keyed if code(c) in lesson]
     for outputs in (cell.get("outputs", []) for cell in same):
         texts = [o.get("text") or o.get("data", {}).get("text/plain", "") for o in outputs]
         lines += "".join(texts).strip().splitlines()[:KEY_LINES]
