@@ -16,7 +16,7 @@
 #
 # - the earlier lessons, above all
 #   [04 – Asynchrony and transfers](04-asynchrony-and-transfers.ipynb). A GPU is
-#   optional: every cell runs on a CPU.
+#   optional: every cell runs on a CPU. No GPU has run the GPU branches yet.
 
 # %% tags=["nbval-ignore-output"]
 import sys
@@ -43,6 +43,7 @@ if d2l_gpu.num_gpus() == 0:
 # explains the rule). The stored outputs come from a small CPU without a GPU.
 
 # %%
+import contextlib
 import pickle
 import tempfile
 from pathlib import Path
@@ -52,13 +53,23 @@ from torch import nn
 device = d2l_gpu.try_gpu()  # the first GPU, else the CPU
 
 
+@contextlib.contextmanager
+def one_cpu_thread():  # as in 04: steadier CPU timings on a busy machine
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 # %% [markdown]
 # ## Exercise 1: large and small matrix products
 #
 # With a GPU, the cell times an n x n product on the CPU against the GPU, for a
 # tiny n and a large one. Without one, it asks the second half of the question
-# on the CPU alone: a 48 x 48 product does 1,728 times the arithmetic of a 4 x 4
-# one. No GPU has run this cell or the figure's.
+# on the CPU alone, with one thread: a 48 x 48 product does 1,728 times the
+# arithmetic of a 4 x 4 one.
 
 # %% tags=["nbval-ignore-output"]
 def product(n, where):
@@ -67,7 +78,8 @@ def product(n, where):
 
 
 if device.type == "cpu":
-    print(d2l_gpu.compare(product(4, device), product(48, device), labels=("4 x 4", "48 x 48")))
+    with one_cpu_thread():
+        print(d2l_gpu.compare(product(4, device), product(48, device), labels=("4 x 4", "48 x 48")))
 else:
     for n in (4, 2048):
         labels = (f"{n} x {n} on the CPU", f"{n} x {n} on {device}")
@@ -76,18 +88,17 @@ else:
 # %% [markdown]
 # Far from 1,728 times: a call has a fixed cost (Python, PyTorch's dispatcher,
 # choosing a routine) that a tiny product cannot hide. A GPU adds a kernel launch
-# to it, so at 4 x 4 it loses to the CPU. `compare` waits for the GPU only at
-# the end of each block of calls, so that loss is the launch, not a wait per
-# call.
+# to it, so at 4 x 4 it loses to the CPU (`compare` waits once per block of
+# calls, so the loss is the launch).
 #
 # The figure asks it for n from 16 to 1024: each device's rate, 2n³ flops over
 # the `benchmark` median. Watch the rate grow with n, and where curves cross.
 
-# %% tags=["nbval-ignore-output"]
+# %% mystnb={"image": {"alt": "Log-log line chart of matrix-product rate in GFLOP/s against matrix side n from 16 to 1024, one curve per device"}} tags=["nbval-ignore-output"]
 import matplotlib.pyplot as plt
 
 sides = [16, 32, 64, 128, 256, 512, 1024]
-fig, ax = plt.subplots(figsize=(6, 3.6))
+fig, ax = plt.subplots(figsize=(6, 3.6), dpi=200)
 for where in dict.fromkeys([d2l_gpu.cpu(), *d2l_gpu.try_all_gpus()]):  # the CPU, then GPUs
     seconds = [d2l_gpu.benchmark(product(n, where), device=where, min_run_time=0.05) for n in sides]
     rates = [2 * n**3 / s.median / 1e9 for n, s in zip(sides, seconds, strict=True)]
@@ -114,9 +125,9 @@ plt.close(fig)
 #
 # Save the `state_dict` (the parameter tensors, not the Python object). Each
 # tensor in the file records its device; `map_location` tells `torch.load` where
-# to put them instead. `weights_only=True`, the default since torch 2.6, rebuilds
-# only tensors and plain containers; we write it anyway, so the code says what
-# it relies on. It is a safeguard, not a sandbox: load only files you trust.
+# to put them instead. `weights_only=True` (the default since torch 2.6, written
+# anyway) rebuilds only tensors and plain containers: a safeguard, not a
+# sandbox, so load only files you trust.
 
 # %%
 def make_net():
@@ -174,23 +185,48 @@ def log_on_device(a, b):  # (b)
     return log.cpu()
 
 
+def log_batched(a, b):  # (c)
+    return torch.linalg.matrix_norm(a @ b).cpu()
+
+
 a, b = torch.randn(2, 1000, 100, 100, device=device)
-same = torch.equal(torch.tensor(log_with_item(a, b)), log_on_device(a, b))
-print("(a) and (b) log the same numbers:", same)
+with one_cpu_thread():
+    same = torch.equal(torch.tensor(log_with_item(a, b)), log_on_device(a, b))
+    print("(a) and (b) log the same numbers:", same)
+    print("(c) logs them too, to rounding:", torch.allclose(log_batched(a, b), log_on_device(a, b)))
 
 # %% [markdown]
 # [04](04-asynchrony-and-transfers.ipynb) explains what the wait costs: most
 # when a step's GPU work must wait for its host work. Here the matrices are
 # already on the device. On a CPU nothing waits: (a) and (b) should take about
-# as long. On a GPU at n = 100 the host is the bottleneck and the GPU idles
-# either way, so the gap, (a)'s round trip against (b)'s write, is small,
-# machine-dependent and too near the band's edge to call. So on a CUDA GPU the
-# cell grows n until the GPU takes five times as long as the host per step
-# (`d2l_gpu.host_and_device_seconds` times one step of (b)), and compares
-# there, taking the 1000 products from ten pairs. No GPU has run this cell yet.
+# as long. On a GPU at the book's n = 100 the host is the bottleneck: a step's
+# launches take longer than its arithmetic, the GPU idles in both loops, and
+# (a) adds a round trip to every short step, which can be a large share of it.
+# The remedy is fewer launches: **(c)** one batched product for all 1000 pairs
+# ([12 – Remedies](12-remedies.ipynb)), which on a GPU should beat both loops
+# many times over. A CPU launches nothing, so there (c) saves little or loses.
 
 # %% tags=["nbval-ignore-output"]
-n = 100
+with one_cpu_thread():
+    print(d2l_gpu.compare(
+        lambda: log_with_item(a, b),
+        lambda: log_on_device(a, b),
+        labels=("(a) .item() each step, n = 100", "(b) log on the device"),
+        device=device,
+    ))
+    print(d2l_gpu.compare(
+        lambda: log_on_device(a, b),
+        lambda: log_batched(a, b),
+        labels=("(b) log on the device, n = 100", "(c) one batched product"),
+        device=device,
+    ))
+
+# %% [markdown]
+# On a CUDA GPU the next cell grows n until the GPU takes five times as long as the host per step
+# (`d2l_gpu.host_and_device_seconds` times one step of (b)), and compares (a)
+# and (b) there, taking the 1000 products from ten pairs.
+
+# %% tags=["nbval-ignore-output"]
 if device.type == "cuda":
     for k in range(16):  # n from 100 up, each time doubling the arithmetic
         n = round(100 * 2 ** (k / 3))
@@ -206,21 +242,19 @@ if device.type == "cuda":
     print(f"n = {n}: per step, host {host * 1e6:.0f} us, GPU {gpu * 1e6:.0f} us")
     pairs = torch.randn(2, 10, n, n, device=device)
     a, b = ([pairs[j, i % 10] for i in range(1000)] for j in (0, 1))
-print(
-    d2l_gpu.compare(
+    print(d2l_gpu.compare(
         lambda: log_with_item(a, b),
         lambda: log_on_device(a, b),
         labels=(f"(a) .item() each step, n = {n}", f"(b) log on the device, n = {n}"),
         device=device,
-    )
-)
+    ))
+else:
+    print(f"{device} is not a CUDA GPU: nothing is sized; the cell above is its answer")
 
 # %% [markdown]
 # There the GPU is busy either way, and (a) adds per step only a round trip
-# and a launch: expect about as long. With the data on the device, reading the
-# log every step costs little; it costs most when the GPU work waits for host
-# work, as in 04. Keeping logs on the device and moving them in bulk is still
-# the safe habit.
+# and a launch: expect about as long. Keeping logs on the device and moving
+# them in bulk is the safe habit in every regime.
 #
 # ## Exercise 4: two products on two GPUs at once
 #
@@ -268,9 +302,10 @@ else:
 #   call it cannot hide.
 # - Save `state_dict`s; load them with `weights_only=True` and a `map_location`,
 #   and a checkpoint from a GPU opens anywhere.
-# - With the data on the device, `.item()` every step costs little, on a CPU
-#   or a GPU; it costs most where a step's GPU work waits for host work (04).
-#   Keep values on the device; move them once.
+# - `.item()` every step costs little when the GPU is the bottleneck, as at
+#   exercise 3's large n; on short, host-bound steps (the book's n = 100) it adds
+#   a round trip to each, and one batched product removes the launches
+#   ([12](12-remedies.ipynb)). Keep values on the device; move them once.
 # - Two GPUs can run two products at once; one GPU cannot show it.
 #
 # Next: [08 – GPU memory](08-gpu-memory.ipynb) goes beyond the book: how
