@@ -43,11 +43,11 @@ if d2l_gpu.num_gpus() == 0:
 # ## One process per device
 #
 # In [03](03-tensors-and-gpus.ipynb) one process moved tensors between devices
-# itself. Training on several GPUs runs one process per GPU instead, from two
-# GPUs on: PyTorch recommends `DistributedDataParallel`, one process per GPU,
-# over a single process driving them all (`DataParallel`), even on one machine;
-# across machines there is no other way. PyTorch's launcher `torchrun` starts the
-# processes and hands each a few variables:
+# itself. Training on two or more GPUs runs one process per GPU instead:
+# PyTorch recommends `DistributedDataParallel` over a single process driving
+# them all (`DataParallel`), even on one machine; across machines there is no
+# other way. PyTorch's launcher `torchrun` starts the processes and hands each
+# a few variables:
 #
 # - `RANK`: this process's number in the whole job, `0 ... WORLD_SIZE - 1`;
 # - `WORLD_SIZE`: how many processes there are in total;
@@ -55,8 +55,8 @@ if d2l_gpu.num_gpus() == 0:
 # - `MASTER_ADDR`, `MASTER_PORT`: where the processes meet to connect.
 #
 # The demo is a plain program, `all_reduce_demo.py`, in the `scripts` folder
-# beside the notebooks. Run without `torchrun`, it waits for no partner: it
-# says how to launch it and exits with status 2.
+# beside the notebooks. Run without `torchrun`, it says how to launch it and
+# exits with status 2.
 
 # %%
 import os
@@ -125,10 +125,8 @@ except RuntimeError as e:
 # torch.distributed.run`) as a subprocess with this notebook's Python.
 # `--standalone --local-addr 127.0.0.1` keeps a one-machine job on the loopback
 # interface and a free port. The function below gives each job a temporary
-# folder, where `torchrun` leaves its logs, and one CPU thread per process, which
-# `torchrun` itself sets only when it starts several; keywords add variables.
-# A job that outlives its time limit is ended, and `torchrun` ends its
-# processes with it.
+# folder for `torchrun`'s logs and one CPU thread per process. A job past its
+# time limit is ended, its processes with it.
 
 # %%
 def torchrun(*args, timeout=60, **variables):
@@ -149,11 +147,13 @@ def torchrun(*args, timeout=60, **variables):
 
 # %% [markdown]
 # Two processes on this machine, timing square float32 matrices with sides 8,
-# 64, 256 and 1024 (256 bytes to 4 MiB). Each process prints its rank, device
-# and the backend they agreed on; rank 0 then prints the timings.
+# 64, 256 and 1024 (256 bytes to 4 MiB). The job asks for `gloo`, so that every
+# machine times the same backend (exercise 3 sets `nccl` against it). Each
+# process prints its rank, device and backend; rank 0 then prints the timings.
 
 # %% tags=["nbval-ignore-output"]
-code, timings, err = torchrun("--nproc-per-node", 2, DEMO, "--sizes", 8, 64, 256, 1024)
+job = ("--nproc-per-node", 2, DEMO, "--backend", "gloo", "--sizes", 8, 64, 256, 1024)
+code, timings, err = torchrun(*job)
 print(timings if code == 0 else err)
 
 # %% [markdown]
@@ -169,10 +169,10 @@ print(*sorted(line for line in timings.splitlines() if "all_reduce(sum)" in line
 # Rank 0 timed the `all_reduce` of one matrix (a sum across two processes)
 # against the local sum `x + y` and the product `x @ x`. `d2l_gpu.benchmark`
 # picks its own number of calls, and processes that disagree on it would wait
-# forever inside a collective; so the demo makes a fixed number of calls, each
-# after a barrier, and waits for the device before reading the clock. Each
-# `all_reduce` thus pays its whole latency, while the local operations, timed
-# in blocks, may overlap: keep that in mind when reading the ratios.
+# forever inside a collective; so the demo makes a fixed number of calls (ten
+# untimed to warm up, then twenty), each after a barrier, and waits for the
+# device before reading the clock. Each `all_reduce` thus pays its whole
+# latency, while the local operations, timed in blocks, may overlap.
 #
 # For 256 bytes the `all_reduce` costs many times the local sum: latency
 # (waking the other process, a round trip through the operating system) paid
@@ -183,10 +183,9 @@ print(*sorted(line for line in timings.splitlines() if "all_reduce(sum)" in line
 # faster but also pays a fixed cost per call; no run of these lessons has
 # measured it (exercise 3 does, on two GPUs).
 #
-# The figure draws rank 0's medians against the message size: see how flat the
-# `all_reduce` stays over small messages, and its gap to the local sum.
+# The figure draws rank 0's medians against the message size.
 
-# %% tags=["nbval-ignore-output"]
+# %% mystnb={"image": {"alt": "Log-log line chart of time per call in microseconds against message size from 256 bytes to 4 MiB: the all_reduce across two processes, nearly flat for small messages and above the local x + y at every size, and the local x @ x, which rises fastest"}} tags=["nbval-ignore-output"]
 import re
 
 import matplotlib.pyplot as plt
@@ -194,14 +193,18 @@ import matplotlib.pyplot as plt
 US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}  # the units Measurement prints, in µs
 sizes = [int(b.replace(",", "")) for b in re.findall(r"\(([\d,]+) bytes\)", timings)]
 reduce_us = [float(t.replace(",", "")) for t in re.findall(r"all_reduce: ([\d,.]+) us", timings)]
-add_us = [
-    float(t.replace(",", "")) * US[unit]
-    for t, unit in re.findall(r"x \+ y: ([\d,.]+) (ns|us|ms|s) median", timings)
-]
+
+
+def medians_us(op):  # a local operation's benchmark medians, in µs
+    found = re.findall(rf"{re.escape(op)}: ([\d,.]+) (ns|us|ms|s) median", timings)
+    return [float(t.replace(",", "")) * US[unit] for t, unit in found]
+
+
 setup = re.search(r"^timing on rank 0 \((.*)\):$", timings, re.M)
-fig, ax = plt.subplots(figsize=(6, 3.6))
-ax.loglog(sizes, reduce_us, "o-", label="all_reduce (median of 10 calls)")
-ax.loglog(sizes, add_us, "s-", label="local x + y (benchmark median)")
+fig, ax = plt.subplots(figsize=(6, 3.6), dpi=200)
+ax.loglog(sizes, reduce_us, "o-", label="all_reduce (median of 20 calls)")
+for op, marker in (("x + y", "s-"), ("x @ x", "^:")):
+    ax.loglog(sizes, medians_us(op), marker, label=f"local {op} (benchmark median)")
 ax.set_xlabel("message size (bytes)")
 ax.set_ylabel("time per call (µs)")
 ax.set_title(f"rank 0: {setup.group(1) if setup else 'the job failed'}", fontsize=9)
@@ -241,9 +244,8 @@ finally:
     dist.destroy_process_group()
 
 # %% [markdown]
-# (`process_group()` calls `torch.cuda.set_device` in each process, the usual
-# DDP idiom: when a process owns one GPU for its whole life, a process-wide
-# default device is the right choice.)
+# (`process_group()` also calls `torch.cuda.set_device`, the usual DDP idiom
+# for a process that owns one GPU all its life.)
 #
 # ## Two servers
 #
@@ -260,9 +262,8 @@ finally:
 # The `c10d` rendezvous waits until both servers have joined, then numbers them
 # by sorting their descriptions (the address each gives, then its `torchrun`'s
 # process id), not by arrival; processes are then numbered server by server.
-# You can try it on one machine from two terminals, with `127.0.0.1` as `HOST`
-# and `--local-addr 127.0.0.1`: with one GPU, both processes take `cuda:0`, the
-# swap of device names sees that, and they use `gloo`.
+# Try it on one machine from two terminals, with `127.0.0.1` as `HOST` and
+# `--local-addr 127.0.0.1`.
 #
 # ## When a process fails
 #
@@ -284,8 +285,9 @@ print("rank 0 printed a sum:", "all_reduce(sum)" in out)
 #
 # **1.** Run the demo with 1, 2 and 4 processes (`--nproc-per-node`), one CPU
 # thread each. How do the times of the smallest and of the 4 MiB message change
-# with the number of processes? The cell runs the counts the CPU cores allow,
-# one core each (more would time the sharing of cores); two ran above.
+# with the number of processes? Two ran above; one is timed here, alone in a
+# group as in the DDP cell (with no partner to disagree, `benchmark` may pick
+# the count); four where the cores allow one each. All use `gloo`.
 
 # %% tags=["nbval-ignore-output"]
 def all_reduce_us(report):  # {bytes: all_reduce median in us}, from rank 0's lines
@@ -293,16 +295,25 @@ def all_reduce_us(report):  # {bytes: all_reduce median in us}, from rank 0's li
     return {int(b.replace(",", "")): float(t.replace(",", "")) for b, t in found}
 
 
+alone = {}
+dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+try:
+    for n in (8, 1024):
+        x = torch.rand(n, n, device=device)
+        m = d2l_gpu.benchmark(lambda x=x: dist.all_reduce(x), device=device)
+        alone[4 * n * n] = m.median * 1e6
+finally:
+    dist.destroy_process_group()
 cores = os.cpu_count() or 1
-reports = {2: timings}
-for count in (1, 4):
-    if count <= cores:
-        reports[count] = torchrun("--nproc-per-node", count, DEMO, "--sizes", 8, 1024)[1]
+us_by_count = {1: alone, 2: all_reduce_us(timings)}
+if cores >= 4:
+    job = ("--nproc-per-node", 4, DEMO, "--backend", "gloo", "--sizes", 8, 1024)
+    us_by_count[4] = all_reduce_us(torchrun(*job)[1])
 for count in (1, 2, 4):
-    if count not in reports:
+    if count not in us_by_count:
         print(f"{count} processes: not run, {cores} CPU cores would be shared")
         continue
-    us = {b: t for b, t in all_reduce_us(reports[count]).items() if b in (256, 4 * 2**20)}
+    us = {b: t for b, t in us_by_count[count].items() if b in (256, 4 * 2**20)}
     times = ", ".join(f"{t:,.1f} us for {b:,} bytes" for b, t in us.items())
     print(f"{count} process(es): all_reduce {times or 'not timed (the job failed)'}")
 
@@ -313,19 +324,22 @@ for count in (1, 2, 4):
 #
 # **2.** From which size on does the `all_reduce` grow in proportion to the
 # bytes? The cell reads the job above: each step's growth in time against
-# bytes, and a fixed cost plus bytes over a rate, fitted through the smallest
-# and the largest message.
+# bytes, and a fixed cost plus bytes over a rate. The fixed cost is the lower
+# time of the two smallest messages (a disturbance only adds time); the rate
+# comes from the largest.
 
 # %% tags=["nbval-ignore-output"]
 from itertools import pairwise
 
-if len(reduce_us) >= 2 and reduce_us[-1] > reduce_us[0]:
+fixed = min(reduce_us[:2], default=0)  # the smallest messages: nearly all fixed cost
+if len(reduce_us) >= 2 and reduce_us[-1] > fixed:
     for (b0, t0), (b1, t1) in pairwise(zip(sizes, reduce_us, strict=True)):
         print(f"{b0:>9,} -> {b1:>9,} bytes: {b1 / b0:3.0f}x the bytes, {t1 / t0:5.1f}x the time")
-    fixed = reduce_us[0]  # the smallest message: nearly all fixed cost
-    rate = (sizes[-1] - sizes[0]) / (reduce_us[-1] - reduce_us[0])  # bytes per us
+    rate = sizes[-1] / (reduce_us[-1] - fixed)  # bytes per us, past the fixed cost
     print(f"about {fixed:,.0f} us fixed, then {rate / 1e3:.2f} GB/s;")
     print(f"the bytes cost as much as the fixed part from about {fixed * rate:,.0f} bytes on")
+    if any(t1 < 0.75 * t0 for t0, t1 in pairwise(reduce_us)):
+        print("a larger message took much less time: something else ran meanwhile; rerun")
 else:
     print("nothing to fit: the job above failed, or its all_reduce did not grow")
 
@@ -334,9 +348,11 @@ else:
 # bytes take over. Hence DDP's large buckets.
 #
 # **3.** With two GPUs, compare `--backend nccl` with `gloo`, and with
-# `NCCL_DEBUG=INFO` set, find which path NCCL takes between the cards (NVLink,
-# PCIe peer-to-peer or host memory): its log names it after "via". The cell
-# needs two CUDA GPUs; no GPU has run it yet.
+# `NCCL_DEBUG=INFO` set, find how NCCL moves data between the cards: its log
+# names the transport after "via": `P2P` (card to card, over NVLink or PCIe
+# alike), `SHM` (through host memory) or `NET` (a network). Which link P2P
+# takes, `nvidia-smi topo -m` shows (`NV#` for NVLink). The cell needs two
+# CUDA GPUs; no GPU has run it yet.
 
 # %% tags=["nbval-ignore-output"]
 gpus = torch.cuda.device_count()

@@ -13,7 +13,6 @@ all_reduce of an n x n float32 matrix against the local x + y and x @ x.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 
 
@@ -47,6 +46,11 @@ import torch.distributed as dist
 
 import d2l_gpu
 from d2l_gpu import distributed
+from d2l_gpu.timing import quartiles
+
+# Untimed calls per size. The first calls of a size run slower (buffers and the other
+# rank not yet warm); with only 3, a whole size could be timed slow and bend the curve.
+WARMUP = 10
 
 
 def say(*lines: str) -> None:
@@ -70,7 +74,7 @@ def time_all_reduce(me: distributed.Rank, data: torch.Tensor, repeats: int) -> l
     # forever. So: a fixed count, a barrier before each call (time the collective, not
     # a late rank), and a Timer that waits for the device.
     buf, timer = data.clone(), d2l_gpu.Timer(me.device)
-    for _ in range(repeats + 3):  # the first 3 calls warm up
+    for _ in range(WARMUP + repeats):
         buf.copy_(data)  # all_reduce sums in place
         dist.barrier(group=me.group)
         timer.start()
@@ -83,7 +87,7 @@ def timing_report(me: distributed.Rank, sizes: list[int], repeats: int) -> list[
     gen, lines = torch.Generator().manual_seed(me.rank), []
     for n in sizes:
         x, y = (torch.rand(n, n, generator=gen).to(me.device) for _ in range(2))
-        comm = statistics.median(time_all_reduce(me, x, repeats))  # every rank takes part
+        q1, comm, q3 = quartiles(time_all_reduce(me, x, repeats))  # every rank takes part
         if me.rank != 0:
             continue
         add, mm = (
@@ -93,7 +97,8 @@ def timing_report(me: distributed.Rank, sizes: list[int], repeats: int) -> list[
         longer = "x @ x" if mm.median > comm else "the all_reduce"
         lines += [
             f"n = {n} ({4 * n * n:,} bytes):",
-            f"  all_reduce: {comm * 1e6:,.1f} us median of {repeats} calls",
+            f"  all_reduce: {comm * 1e6:,.1f} us median of {repeats} calls, "
+            f"IQR {(q3 - q1) * 1e6:,.1f} us",
             f"  {add}",
             f"  {mm}",
             f"  all_reduce / (x + y): {comm / add.median:,.1f}x; all_reduce / (x @ x): "
@@ -106,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="auto", choices=distributed.BACKENDS)
     parser.add_argument("--sizes", type=int, nargs="*", default=[8, 64, 512], metavar="N")
-    parser.add_argument("--repeats", type=int, default=10, help="timed calls per size")
+    parser.add_argument("--repeats", type=int, default=20, help="timed calls per size")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for ranks")
     parser.add_argument("--fail-rank", type=int, metavar="R", help="make rank R raise")
     args = parser.parse_args(argv)
