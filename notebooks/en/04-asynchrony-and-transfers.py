@@ -316,7 +316,6 @@ else:
     print(f"{device} is not a CUDA GPU: nothing pinned, no CUDA API called")
 
 
-
 def send_batches(buffers, guarded):  # did all 8 batches arrive intact?
     staging = [torch.empty(batch.shape, pin_memory=pin) for _ in range(buffers)]
     copied = [torch.cuda.Event() if pin else None for _ in staging]  # one per buffer

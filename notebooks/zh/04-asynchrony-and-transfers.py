@@ -276,7 +276,6 @@ else:
     print(f"{device} is not a CUDA GPU: nothing pinned, no CUDA API called")
 
 
-
 def send_batches(buffers, guarded):  # 八个批次是否都完好送达？
     staging = [torch.empty(batch.shape, pin_memory=pin) for _ in range(buffers)]
     copied = [torch.cuda.Event() if pin else None for _ in staging]  # 每块缓冲区一个事件
