@@ -29,7 +29,8 @@ LINKS = {"../README.md": ("index.md", "the index", "目录"),  # its page here; 
 GPU_LINE = re.compile(r"\n\n.*\]\(\.\./gpu/README\.md\).*")  # the generated line says it
 FACTS = ["driver", "torch", "cuda", "date", "commit"]  # a GPU record's, untrusted: escaped
 OUTPUTS = {"text/plain", "image/png"}  # what a page shows of an output: never HTML or a script
-UNUSED = shutil.ignore_patterns("jupyter_execute", "_sources", "*.map", ".*", "*macros.html")
+UNUSED = shutil.ignore_patterns(  # what no page loads, from myst-nb, Sphinx and the theme
+    "jupyter_execute", "_sources", "*.map", ".*", "*macros.html", "locales")
 BUTTON = "[{}]({}){{.btn .btn-outline-primary .btn-sm}}"
 RECORD = "{gpu}, driver {driver}, torch {torch} (CUDA {cuda}), {date}, commit {commit}:"
 SAY = {

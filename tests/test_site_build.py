@@ -113,7 +113,7 @@ def test_lesson_page(built: Path):
         assert book in (built / "site" / lang / "index.html").read_text("utf-8")
     index = (built / "site" / "en" / "searchindex.js").read_text("utf-8")
     assert "lessonword" in index and "recordword" not in index  # the record is left out
-    for unused in ["jupyter_execute", "_sources", "*.map", ".buildinfo"]:
+    for unused in ["jupyter_execute", "_sources", "*.map", ".buildinfo", "*.mo"]:
         assert not list((built / "site").rglob(unused))
 
 
