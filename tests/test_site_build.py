@@ -6,6 +6,7 @@ import fcntl
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -155,7 +156,7 @@ BAD = [  # a file planted in the copy (None: removed), and the words of its one 
 
 
 def planted(notebooks: Path, to: Path, name: str, content: str | None) -> Path:
-    subprocess.run(["cp", "-a", str(notebooks), str(to)], check=True)
+    shutil.copytree(notebooks, to)
     if content is None:
         (to / name).unlink()
     else:
@@ -194,9 +195,6 @@ def test_a_second_build_waits_for_the_first(notebooks: Path, tmp_path: Path):
         second = subprocess.Popen(
             [sys.executable, "-c", code], env=env, stdout=PIPE, stderr=PIPE, text=True
         )
-        assert (
-            second.stdout.readline()
-            == "site: another build of the site is running; this one waits for it\n"
-        )
-        assert second.poll() is None
+        assert "another build of the site is running" in second.stdout.readline()
+        assert second.poll() is None  # it waits
     assert second.wait(60) == 1 and "README.md: missing" in second.stderr.read()
