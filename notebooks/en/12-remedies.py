@@ -188,8 +188,7 @@ if device.type == "cuda":
 # float32, float16 with a scaler, bfloat16 without, and prints the median time
 # of a step, the final loss and the scale. A GPU gets wider layers, as it got a
 # larger product, so that the 16-bit steps should be several times faster at
-# about the same loss (a prediction). On a CPU the times follow the chip, as
-# above.
+# about the same loss (a prediction). On a CPU the times follow the chip.
 
 # %% tags=["nbval-ignore-output", "key-result"]
 import statistics
@@ -330,8 +329,8 @@ else:
 # - the same shapes: one graph per shape (`reduce-overhead` records one for
 #   each new shape);
 # - nothing that waits for the host: `.item()` or `print(tensor)` during
-#   capture is an error, and a Python `if` on a value is decided once, at
-#   capture;
+#   capture is an error, and Python code, an `if` included, runs only at
+#   capture: every replay takes the branch taken then;
 # - the capture's allocations come from a private memory pool, reserved while
 #   the graph lives.
 #
