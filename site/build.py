@@ -224,9 +224,11 @@ def build(notebooks: Path, into: Path) -> int:
 def main(argv: list[str], into: Path = ROOT / "build") -> int:
     """Build the site from `argv`'s one folder of notebooks; a second build at once waits."""
     notebooks = Path(argv[0] if argv else ROOT / "notebooks").resolve()
-    if len(argv) > 1 or not notebooks.is_dir():
-        raise SystemExit(f"site/build.py: one folder of notebooks expected (quote a path with a"
-                         f" space), got {' '.join(argv)!r}")
+    if len(argv) > 1:
+        raise SystemExit(f"site/build.py: one folder of notebooks expected, got {len(argv)}"
+                         f" arguments {argv} (quote a path with a space)")
+    if not notebooks.is_dir():
+        raise SystemExit(f"{notebooks}: no such folder; SITE_NOTEBOOKS names a copy of notebooks/")
     into.mkdir(parents=True, exist_ok=True)
     with open(into / "site.lock", "w") as lock:
         try:
