@@ -236,7 +236,8 @@ def _load_demo():
 
 
 def test_demo_times_each_all_reduce_after_a_barrier_until_the_gpu_is_done(monkeypatch):
-    """On a simulated GPU where an all_reduce queues 10 ms of work and returns at once."""
+    """On a simulated GPU where an all_reduce queues 10 ms of work and returns at once;
+    two sizes take turns, so that a busy spell on the machine slows both alike."""
     demo = _load_demo()
     simulate_machine(monkeypatch, "cuda", 1)
     events, queued = [], []
@@ -249,18 +250,20 @@ def test_demo_times_each_all_reduce_after_a_barrier_until_the_gpu_is_done(monkey
             pass
 
     def all_reduce(tensor, group=None):
-        events.append("all_reduce")
+        events.append(f"all_reduce {tensor.numel()}")
         queued.append(0.01)
 
     monkeypatch.setattr(torch.accelerator, "synchronize", synchronize)
     monkeypatch.setattr(dist, "barrier", lambda group=None: events.append("barrier"))
     monkeypatch.setattr(dist, "all_reduce", all_reduce)
     me = distributed.Rank(0, 2, 0, torch.device("cuda", 0), "gloo", None, ())
-    times = demo.time_all_reduce(me, torch.zeros(4), repeats=2)
-    one_call = ["barrier", "wait cuda:0", "all_reduce", "wait cuda:0"]
-    # The Timer starts (and waits) on creation; then 10 warm-up calls and the 2 timed ones.
-    assert events == ["wait cuda:0", *one_call * 12]
-    assert len(times) == 2 and all(t >= 0.01 for t in times), times
+    times = demo.time_all_reduce(me, [torch.zeros(4), torch.zeros(8)], repeats=2)
+    # Each Timer starts (and waits) on creation; then 10 warm-up rounds and the 2 timed
+    # ones, each round one call of each size.
+    one_round = ["barrier", "wait cuda:0", "all_reduce 4", "wait cuda:0"]
+    one_round += ["barrier", "wait cuda:0", "all_reduce 8", "wait cuda:0"]
+    assert events == ["wait cuda:0"] * 2 + one_round * 12
+    assert [len(t) for t in times] == [2, 2] and all(t >= 0.01 for t in times[0] + times[1])
 
 
 @pytest.mark.gpu

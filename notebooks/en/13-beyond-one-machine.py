@@ -169,10 +169,11 @@ print(*sorted(line for line in timings.splitlines() if "all_reduce(sum)" in line
 # Rank 0 timed the `all_reduce` of one matrix (a sum across two processes)
 # against the local sum `x + y` and the product `x @ x`. `d2l_gpu.benchmark`
 # picks its own number of calls, and processes that disagree on it would wait
-# forever inside a collective; so the demo makes a fixed number of calls (ten
-# untimed to warm up, then twenty), each after a barrier, and waits for the
-# device before reading the clock. Each `all_reduce` thus pays its whole
-# latency, while the local operations, timed in blocks, may overlap.
+# forever inside a collective; so the demo makes a fixed number of calls, each
+# after a barrier, and waits for the device before reading the clock. The sizes
+# take turns, one call each a round (ten rounds to warm up, twenty timed), so a
+# busy spell on the machine slows them alike. Each `all_reduce` thus pays its
+# whole latency, while the local operations, timed in blocks, may overlap.
 #
 # For 256 bytes the `all_reduce` costs many times the local sum: latency
 # (waking the other process, a round trip through the operating system) paid
@@ -244,9 +245,6 @@ finally:
     dist.destroy_process_group()
 
 # %% [markdown]
-# (`process_group()` also calls `torch.cuda.set_device`, the usual DDP idiom
-# for a process that owns one GPU all its life.)
-#
 # ## Two servers
 #
 # On two real servers you run the *same* command on each one; `HOST:PORT` is an

@@ -69,27 +69,33 @@ def check_all_reduce(me: distributed.Rank) -> list[float]:
     return x.tolist()
 
 
-def time_all_reduce(me: distributed.Rank, data: torch.Tensor, repeats: int) -> list[float]:
+def time_all_reduce(
+    me: distributed.Rank, data: list[torch.Tensor], repeats: int
+) -> list[list[float]]:
     # d2l_gpu.benchmark picks its own number of calls, and ranks that disagree wait
     # forever. So: a fixed count, a barrier before each call (time the collective, not
-    # a late rank), and a Timer that waits for the device.
-    buf, timer = data.clone(), d2l_gpu.Timer(me.device)
+    # a late rank), and a Timer that waits for the device. The tensors take turns, one
+    # call each a round, so that other work on the machine slows all sizes alike.
+    bufs, timers = [x.clone() for x in data], [d2l_gpu.Timer(me.device) for _ in data]
     for _ in range(WARMUP + repeats):
-        buf.copy_(data)  # all_reduce sums in place
-        dist.barrier(group=me.group)
-        timer.start()
-        dist.all_reduce(buf, group=me.group)
-        timer.stop()
-    return timer.times[-repeats:]
+        for x, buf, timer in zip(data, bufs, timers, strict=True):
+            buf.copy_(x)  # all_reduce sums in place
+            dist.barrier(group=me.group)
+            timer.start()
+            dist.all_reduce(buf, group=me.group)
+            timer.stop()
+    return [timer.times[-repeats:] for timer in timers]
 
 
 def timing_report(me: distributed.Rank, sizes: list[int], repeats: int) -> list[str]:
-    gen, lines = torch.Generator().manual_seed(me.rank), []
-    for n in sizes:
-        x, y = (torch.rand(n, n, generator=gen).to(me.device) for _ in range(2))
-        q1, comm, q3 = quartiles(time_all_reduce(me, x, repeats))  # every rank takes part
-        if me.rank != 0:
-            continue
+    gen = torch.Generator().manual_seed(me.rank)
+    pairs = [[torch.rand(n, n, generator=gen).to(me.device) for _ in range(2)] for n in sizes]
+    comm_times = time_all_reduce(me, [x for x, _ in pairs], repeats)  # every rank takes part
+    if me.rank != 0:
+        return []
+    lines = []
+    for n, (x, y), times in zip(sizes, pairs, comm_times, strict=True):
+        q1, comm, q3 = quartiles(times)
         add, mm = (
             d2l_gpu.benchmark(fn, device=me.device, label=label, min_run_time=0.05)
             for fn, label in ((lambda x=x, y=y: x + y, "x + y"), (lambda x=x: x @ x, "x @ x"))
