@@ -214,7 +214,8 @@ def build(notebooks: Path, into: Path) -> int:
         options = ["-W", "-q", "-t", lang, "-c", str(ROOT / "site"), "-d", str(work / f".{lang}"),
                    "-D", "html_copy_source=0",  # no _sources/: no page links to them
                    "-D", f"html_search_options.dict={work / 'zh-words.txt'}"]  # zh only
-        if build_main([*options, str(work / lang), str(work / "pages" / lang)]):
+        if build_main([*options, str(work / lang), str(work / "pages" / lang)]):  # or stopped
+            print(f"site: the {lang} pages did not build; {into / 'site'} is as it was")
             return 1
     unfinished.unlink()
     swap_in(work / "pages", into / "site")
@@ -239,7 +240,7 @@ def main(argv: list[str], into: Path = ROOT / "build") -> int:
         try:
             return build(notebooks, into)
         except KeyboardInterrupt:
-            print(f"site: interrupted; {into / 'site'} is the last good site, as it was")
+            print(f"site: interrupted; {into / 'site'} is as it was")
             return 130
 
 

@@ -127,13 +127,17 @@ def test_rebuild_reuses_pages_and_replaces_the_site(built: Path, notebooks: Path
     assert not list(built.glob(".site-*"))
 
 
-def test_interrupted_build_keeps_the_site(built: Path, notebooks: Path, monkeypatch):
-    def interrupted(argv: list) -> int:
-        raise KeyboardInterrupt
+@pytest.mark.parametrize("stop, rc", [(KeyboardInterrupt, 130), (None, 1)])
+def test_stopped_build_keeps_the_site(built, notebooks, monkeypatch, capsys, stop, rc):
+    def sphinx(argv: list) -> int:  # Ctrl-C; or a failure, as Sphinx reports its own Ctrl-C
+        if stop:
+            raise stop
+        return 2
 
-    monkeypatch.setattr("sphinx.cmd.build.build_main", interrupted)
+    monkeypatch.setattr("sphinx.cmd.build.build_main", sphinx)
     old = (built / "site").stat().st_ino
-    assert build.main([str(notebooks)], built) == 130 and (built / "site").stat().st_ino == old
+    assert build.main([str(notebooks)], built) == rc and (built / "site").stat().st_ino == old
+    assert f"{built / 'site'} is as it was" in capsys.readouterr().out
     assert (built / "site-src" / "unfinished").exists()  # so the next build starts afresh
 
 
