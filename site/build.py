@@ -5,6 +5,7 @@ build (a lock makes it wait) leaves the last good site whole. Staged files keep 
 unchanged and Sphinx keeps its doctrees and pages, so a rebuild redoes only what changed."""
 
 import fcntl
+import hashlib
 import re
 import shutil
 import signal
@@ -202,6 +203,11 @@ def build(notebooks: Path, into: Path) -> int:
         shutil.rmtree(work)
     for stale in into.glob(".site-*"):  # what a killed build left beside the site
         shutil.rmtree(stale)
+    site = [p for p in sorted((ROOT / "site").rglob("*")) if "__pycache__" not in p.parts]
+    sources = [staged, [p.read_bytes() for p in site if p.is_file()]]  # all that pages come from
+    made_from, last = hashlib.sha256(repr(sources).encode()).hexdigest(), work / "made-from"
+    if (into / "site").is_dir() and last.is_file() and last.read_text() == made_from:
+        return 0  # build/site is what these would build: nothing to do
     for lang, files in staged.items():
         if sync(work / lang, files):
             shutil.rmtree(work / "pages" / lang, ignore_errors=True)
@@ -219,6 +225,7 @@ def build(notebooks: Path, into: Path) -> int:
             return 1
     unfinished.unlink()
     swap_in(work / "pages", into / "site")
+    last.write_text(made_from)
     return 0
 
 

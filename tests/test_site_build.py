@@ -118,13 +118,17 @@ def test_lesson_page(built: Path):
         assert not list((built / "site").rglob(unused))
 
 
-def test_rebuild_reuses_pages_and_replaces_the_site(built: Path, notebooks: Path, monkeypatch):
+def test_a_rebuild_redoes_only_what_changed(built: Path, notebooks: Path, monkeypatch):
     page, old = built / "site-src/pages/en/01-a.html", (built / "site").stat().st_ino
-    written = page.stat().st_mtime_ns
+    written, sphinx = page.stat().st_mtime_ns, pytest.importorskip("sphinx.cmd.build").build_main
     monkeypatch.setattr(build, "machines", unchecked)
-    assert build.main([str(notebooks)], built) == 0
-    assert page.stat().st_mtime_ns == written and (built / "site").stat().st_ino != old
-    assert not list(built.glob(".site-*"))
+    monkeypatch.setattr("sphinx.cmd.build.build_main", None)  # nothing changed: no Sphinx
+    assert build.main([str(notebooks)], built) == 0 and (built / "site").stat().st_ino == old
+    monkeypatch.setattr("sphinx.cmd.build.build_main", sphinx)
+    (notebooks / "gpu" / "README.md").write_text("# GPUs\n\nChanged.\n", encoding="utf-8")
+    assert build.main([str(notebooks)], built) == 0 and (built / "site").stat().st_ino != old
+    assert "Changed." in (built / "site/en/gpu/README.html").read_text("utf-8")
+    assert page.stat().st_mtime_ns == written and not list(built.glob(".site-*"))
 
 
 @pytest.mark.parametrize("stop, rc", [(KeyboardInterrupt, 130), (None, 1)])
