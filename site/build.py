@@ -11,6 +11,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from importlib.metadata import version
 from os.path import relpath
 from pathlib import Path
 
@@ -204,7 +205,8 @@ def build(notebooks: Path, into: Path) -> int:
     for stale in into.glob(".site-*"):  # what a killed build left beside the site
         shutil.rmtree(stale)
     site = [p for p in sorted((ROOT / "site").rglob("*")) if "__pycache__" not in p.parts]
-    sources = [staged, [p.read_bytes() for p in site if p.is_file()]]  # all that pages come from
+    tools = [version(name) for name in ["sphinx", "myst-nb", "sphinx-book-theme", "jieba"]]
+    sources = [staged, tools, [p.read_bytes() for p in site if p.is_file()]]  # all pages are of
     made_from, last = hashlib.sha256(repr(sources).encode()).hexdigest(), work / "made-from"
     if (into / "site").is_dir() and last.is_file() and last.read_text() == made_from:
         return 0  # build/site is what these would build: nothing to do
