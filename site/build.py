@@ -33,6 +33,7 @@ FACTS = ["driver", "torch", "cuda", "date", "commit"]  # a GPU record's, untrust
 OUTPUTS = {"text/plain", "image/png"}  # what a page shows of an output: never HTML or a script
 UNUSED = shutil.ignore_patterns(  # what no page loads, from myst-nb, Sphinx and the theme
     "jupyter_execute", "_sources", "*.map", ".*", "*macros.html", "locales")
+IMAGE = re.compile(r'src="(?:\.\./)*_images/([^"]+)"')  # where a page shows a lesson's figure
 BUTTON = "[{}]({}){{.btn .btn-outline-primary .btn-sm}}"
 RECORD = "{gpu}, driver {driver}, torch {torch} (CUDA {cuda}), {date}, commit {commit}:"
 SAY = {
@@ -181,8 +182,14 @@ def sync(folder: Path, files: dict[str, str]) -> bool:
 def swap_in(pages: Path, site: Path) -> None:
     """Copy what pages use into a new folder beside `site`, then rename it over `site`; Ctrl-C
     and SIGTERM wait until both renames are done, so there is always one whole site."""
+    shown = {name for page in pages.rglob("*.html") for name in IMAGE.findall(page.read_text())}
+
+    def unused(folder: str, names: list[str]) -> set[str]:  # also an image no page shows now
+        stale = {n for n in names if n not in shown} if Path(folder).name == "_images" else set()
+        return UNUSED(folder, names) | stale
+
     new = Path(tempfile.mkdtemp(prefix=".site-new-", dir=site.parent))  # if left, the next goes
-    shutil.copytree(pages, new, ignore=UNUSED, dirs_exist_ok=True)
+    shutil.copytree(pages, new, ignore=unused, dirs_exist_ok=True)
     shutil.copy(ROOT / "site" / "index.html", new / "index.html")
     old, stops = new.with_name(new.name.replace("new", "old")), {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, stops)

@@ -126,9 +126,11 @@ def test_a_rebuild_redoes_only_what_changed(built: Path, notebooks: Path, monkey
     assert build.main([str(notebooks)], built) == 0 and (built / "site").stat().st_ino == old
     monkeypatch.setattr("sphinx.cmd.build.build_main", sphinx)
     (notebooks / "gpu" / "README.md").write_text("# GPUs\n\nChanged.\n", encoding="utf-8")
+    (built / "site-src/pages/en/_images/gone.png").write_bytes(b"")  # a figure since replaced
     assert build.main([str(notebooks)], built) == 0 and (built / "site").stat().st_ino != old
     assert "Changed." in (built / "site/en/gpu/README.html").read_text("utf-8")
     assert page.stat().st_mtime_ns == written and not list(built.glob(".site-*"))
+    assert len(list((built / "site/en/_images").iterdir())) == 1  # the lesson's figure alone
 
 
 @pytest.mark.parametrize("stop, rc", [(KeyboardInterrupt, 130), (None, 1)])
