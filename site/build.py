@@ -35,20 +35,23 @@ UNUSED = shutil.ignore_patterns(  # what no page loads, from myst-nb, Sphinx and
     "jupyter_execute", "_sources", "*.map", ".*", "*macros.html", "locales")
 IMAGE = re.compile(r'src="(?:\.\./)*_images/([^"]+)"')  # where a page shows a lesson's figure
 BUTTON = "[{}]({}){{.btn .btn-outline-primary .btn-sm}}"
-RECORD = "{gpu}, driver {driver}, torch {torch} (CUDA {cuda}), {date}, commit {commit}:"
 SAY = {
     "en": dict(colab="Open in Colab", get="Download the notebook",
         made="Outputs from a run on {device} with torch {torch}, {date}. ",
         same="{gpu} ran this lesson as it is on {date}: [what it printed]({page}).",
         older="An older version of this lesson ran on {gpu} on {date}: [what it printed]({page}).",
         none="No GPU has run this lesson yet; [what GPUs printed for the others](gpu/README.md).",
-        book="The book's own section: [GPUs](https://d2l.ai/chapter_builders-guide/use-gpu.html)."),
+        book="The book's own section: [GPUs](https://d2l.ai/chapter_builders-guide/use-gpu.html).",
+        record="{gpu}, driver {driver}, torch {torch} (CUDA {cuda}), {date}, commit {commit}:"
+        " {same} of today's {total} code cells are the code it ran."),
     "zh": dict(colab="在 Colab 中打开", get="下载笔记本",
         made="本页输出来自 {date} 在 {device} 上用 torch {torch} 的一次运行。",
         same="{gpu} 于 {date} 原样运行过本课：[它打印的结果]({page})。",
         older="{gpu} 于 {date} 运行过本课的一个旧版本：[它打印的结果]({page})。",
         none="还没有 GPU 运行过这一课；[其他各课在 GPU 上打印的结果](gpu/README.md)。",
-        book="原书的这一节：[GPU](https://zh.d2l.ai/chapter_deep-learning-computation/use-gpu.html)。"),
+        book="原书的这一节：[GPU](https://zh.d2l.ai/chapter_deep-learning-computation/use-gpu.html)。",
+        record="{gpu}，驱动 {driver}，torch {torch}（CUDA {cuda}），{date}，提交 {commit}："
+        "今天这一课的 {total} 个代码单元格中，有 {same} 个与它运行的代码相同。"),
 }
 
 
@@ -138,7 +141,7 @@ def stage(notebooks: Path, lang: str, manifests: list, out: Path) -> dict[str, s
             facts = {k: markdown_text(m[k] or "?") for k in FACTS}
             facts.update(gpu=markdown_text(m["gpus"][0]), page=f"gpu/{folder.name}/{file}")
             runs.setdefault(name, []).append({**facts, "now": same == total})
-            said = f"{RECORD.format(**facts)} {same} of {total} code cells as run."
+            said = say["record"].format(**facts, same=same, total=total)
             today = notebooks / f"{name}.ipynb"  # its title: the theme prints a page's unescaped
             gpu = markdown_text(re.sub(r"[^\w .()-]", "", m["gpus"][0]))
             heading = f"{title(today) if today.is_file() else name} ({gpu})"

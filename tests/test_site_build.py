@@ -107,6 +107,8 @@ def test_facts_and_outputs_never_become_markup(built: Path):
 def test_lesson_page(built: Path):
     page, zh = ((built / "site" / lang / "01-a.html").read_text("utf-8") for lang in LANGS)
     assert "An older version of this lesson ran on NVIDIA" in page
+    record = (built / "site/en/gpu/m/en/01-a.html").read_text("utf-8")
+    assert "2 of today’s 3 code cells are the code it ran" in record
     assert 'class="btn btn-outline-primary btn-sm reference download internal"' in page
     assert "tag_hide-input" in page and 'alt="ALT-en"' in page and "notebooks/gpu" not in page
     assert ">the index</span></a>" in page and ">目录</span></a>" in zh  # not ../README.md
