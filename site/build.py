@@ -5,13 +5,10 @@ build (a lock makes it wait) leaves the last good site whole. Staged files keep 
 unchanged and Sphinx keeps its doctrees and pages, so a rebuild redoes only what changed."""
 
 import fcntl
-import hashlib
 import re
 import shutil
 import signal
 import sys
-import tempfile
-from importlib.metadata import version
 from os.path import relpath
 from pathlib import Path
 
@@ -19,7 +16,8 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-from publish_gpu import as_run, machines, markdown_text, title  # noqa: E402 (the GPU records)
+import publish_gpu  # noqa: E402 (the GPU records, and how a fact is written as text)
+from publish_gpu import as_run, machines, markdown_text, title  # noqa: E402
 
 HAN = "[\u4e00-\u9fff]"  # zh search finds the glossary's terms whole (锁页内存): jieba's words
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\((\S+?)\)")
@@ -57,11 +55,7 @@ SAY = {
 
 def read(path: Path) -> nbformat.NotebookNode:
     """A notebook with cells, or one line naming the file and what is wrong with it."""
-    try:
-        notebook = nbformat.read(path, as_version=4)
-    except Exception as error:  # missing, not JSON, not a notebook
-        raise SystemExit(f"{path}: not a notebook ({type(error).__name__}: {error})") from None
-    if not notebook.get("cells"):
+    if not (notebook := publish_gpu.read(path)).cells:
         raise SystemExit(f"{path}: no cells; a lesson starts with its title and Colab badge")
     return notebook
 
@@ -94,10 +88,10 @@ def stage_notebook(source: Path, lang: str, line: str, record: str = "") -> str:
             for output in (o for o in cell.outputs if "data" in o):
                 output.data = {k: v for k, v in output.data.items() if k in OUTPUTS}
             cell.outputs = [o for o in cell.outputs if o.get("data", True)]
+        elif record:
+            cell.source = RELATIVE.sub(r"\1", GPU_LINE.sub("", cell.source, 1))
         else:
-            cell.source = GPU_LINE.sub("", cell.source, 1)
-            cell.source = RELATIVE.sub(r"\1", cell.source) if record else cell.source
-            cell.source = relink(cell.source, lang, source)
+            cell.source = relink(GPU_LINE.sub("", cell.source, 1), lang, source)
     first, setup = notebook.cells[0], notebook.cells[1:2]
     head, _, rest = first.source.partition("\n")  # a record's badge, if it kept one, goes
     rest, found = BADGE.subn(lambda badge: "" if record else line.replace("{url}", badge[1]), rest)
@@ -137,14 +131,15 @@ def stage(notebooks: Path, lang: str, manifests: list, out: Path) -> dict[str, s
     say, files, runs = SAY[lang], {}, {}
     for folder, m in manifests:  # both languages' records, as gpu/README.md links both
         for name, file in m["lessons"].items():
-            same, total = as_run(read(folder / file), notebooks / f"{name}.ipynb")
+            today = notebooks / f"{name}.ipynb"
+            same, total = as_run(read(folder / file), today)
             facts = {k: markdown_text(m[k] or "?") for k in FACTS}
             facts.update(gpu=markdown_text(m["gpus"][0]), page=f"gpu/{folder.name}/{file}")
-            runs.setdefault(name, []).append({**facts, "now": same == total})
+            ran = say["same" if same == total else "older"].format(**facts)
+            runs.setdefault(name, []).append(ran)
+            gpu = markdown_text(re.sub(r"[^\w .()-]", "", m["gpus"][0]))  # the theme prints a
+            heading = f"{title(today) if today.is_file() else name} ({gpu})"  # title unescaped
             said = say["record"].format(**facts, same=same, total=total)
-            today = notebooks / f"{name}.ipynb"  # its title: the theme prints a page's unescaped
-            gpu = markdown_text(re.sub(r"[^\w .()-]", "", m["gpus"][0]))
-            heading = f"{title(today) if today.is_file() else name} ({gpu})"
             files[facts["page"]] = stage_notebook(folder / file, lang, said, heading)
     records = toctree(["*/*/*"], ":glob:", ":hidden:") if manifests else ""
     files["gpu/README.md"] = f"{text(notebooks / 'gpu' / 'README.md')}\n{records}\n"
@@ -153,13 +148,11 @@ def stage(notebooks: Path, lang: str, manifests: list, out: Path) -> dict[str, s
         if missing := {"device", "torch", "date"} - set(made):
             raise SystemExit(f"{lesson}: metadata.executed lacks {', '.join(sorted(missing))};"
                              " tools/execute.py records what made a lesson's outputs")
-        gpus = [say["same" if run["now"] else "older"].format(**run)
-                for run in runs.get(f"{lang}/{lesson.stem}", [])]
         made = say["made"].format(**{k: markdown_text(made[k]) for k in made})
         download = "path:" + relpath(lesson, out)  # Sphinx copies it into _downloads/
         buttons = f"{BUTTON.format(say['colab'], '{url}')} {BUTTON.format(say['get'], download)}"
-        line = f"{buttons}\n\n{made}{' '.join(gpus) or say['none']}"
-        files[lesson.name] = stage_notebook(lesson, lang, line)
+        gpus = " ".join(runs.get(f"{lang}/{lesson.stem}", [])) or say["none"]
+        files[lesson.name] = stage_notebook(lesson, lang, f"{buttons}\n\n{made}{gpus}")
     if lang == "zh":  # the glossary, README.md as the zh lessons link to it
         files["README.md"] = relink(text(notebooks / "zh" / "README.md"), lang, notebooks / "zh")
         terms = " ".join(re.findall(r"^\| [ -{]+ \| ([^|]+) \|[^|]*\|$", files["README.md"], re.M))
@@ -169,8 +162,8 @@ def stage(notebooks: Path, lang: str, manifests: list, out: Path) -> dict[str, s
 
 
 def sync(folder: Path, files: dict[str, str]) -> bool:
-    """Write each file whose text changed (one unchanged keeps its time: Sphinx skips it) and
-    remove those no longer staged; whether any was removed (its page would stay)."""
+    """Write each file whose text changed (one unchanged keeps its time: Sphinx does not read it
+    again) and remove those no longer staged; whether any was removed (its page would stay)."""
     for path, content in ((folder / name, content) for name, content in files.items()):
         if not path.is_file() or path.read_text("utf-8") != content:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,14 +180,14 @@ def swap_in(pages: Path, site: Path) -> None:
     and SIGTERM wait until both renames are done, so there is always one whole site."""
     shown = {name for page in pages.rglob("*.html") for name in IMAGE.findall(page.read_text())}
 
-    def unused(folder: str, names: list[str]) -> set[str]:  # also an image no page shows now
-        stale = {n for n in names if n not in shown} if Path(folder).name == "_images" else set()
+    def unused(folder: str, names: list[str]) -> set[str]:  # Sphinx leaves a replaced figure
+        stale = set(names) - shown if Path(folder).name == "_images" else set()
         return UNUSED(folder, names) | stale
 
-    new = Path(tempfile.mkdtemp(prefix=".site-new-", dir=site.parent))  # if left, the next goes
-    shutil.copytree(pages, new, ignore=unused, dirs_exist_ok=True)
+    new, old = site.with_name(".site-new"), site.with_name(".site-old")
+    shutil.copytree(pages, new, ignore=unused)
     shutil.copy(ROOT / "site" / "index.html", new / "index.html")
-    old, stops = new.with_name(new.name.replace("new", "old")), {signal.SIGINT, signal.SIGTERM}
+    stops = {signal.SIGINT, signal.SIGTERM}
     signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     if site.exists():
         site.rename(old)
@@ -205,21 +198,13 @@ def swap_in(pages: Path, site: Path) -> None:
 
 def build(notebooks: Path, into: Path) -> int:
     """Stage, build each language in `into`/site-src/pages/, then swap it in as `into`/site."""
-    for lesson in sorted(notebooks.glob("*/[0-9]*.ipynb")):  # before a record reads one
-        read(lesson)
     work, manifests = into / "site-src", machines(notebooks)
     staged = {lang: stage(notebooks, lang, manifests, work / lang) for lang in SAY}
     unfinished = work / "unfinished"
-    if unfinished.exists():  # a build failed or stopped there: start again from nothing
+    if unfinished.exists():  # Sphinx would not warn again of what failed there: start afresh
         shutil.rmtree(work)
     for stale in into.glob(".site-*"):  # what a killed build left beside the site
         shutil.rmtree(stale)
-    site = [p for p in sorted((ROOT / "site").rglob("*")) if "__pycache__" not in p.parts]
-    tools = [version(name) for name in ["sphinx", "myst-nb", "sphinx-book-theme", "jieba"]]
-    sources = [staged, tools, [p.read_bytes() for p in site if p.is_file()]]  # all pages are of
-    made_from, last = hashlib.sha256(repr(sources).encode()).hexdigest(), work / "made-from"
-    if (into / "site").is_dir() and last.is_file() and last.read_text() == made_from:
-        return 0  # build/site is what these would build: nothing to do
     for lang, files in staged.items():
         if sync(work / lang, files):
             shutil.rmtree(work / "pages" / lang, ignore_errors=True)
@@ -230,14 +215,12 @@ def build(notebooks: Path, into: Path) -> int:
     for lang in SAY:
         locale.translators.clear()  # Sphinx keeps the last language's words for the next build
         options = ["-W", "-q", "-t", lang, "-c", str(ROOT / "site"), "-d", str(work / f".{lang}"),
-                   "-D", "html_copy_source=0",  # no _sources/: no page links to them
                    "-D", f"html_search_options.dict={work / 'zh-words.txt'}"]  # zh only
         if build_main([*options, str(work / lang), str(work / "pages" / lang)]):  # or stopped
             print(f"site: the {lang} pages did not build; {into / 'site'} is as it was")
             return 1
     unfinished.unlink()
     swap_in(work / "pages", into / "site")
-    last.write_text(made_from)
     return 0
 
 

@@ -23,4 +23,5 @@ html_theme_options = {
 }
 templates_path, html_static_path = ["templates"], ["static"]
 html_css_files, html_js_files = ["site.css"], ["search.js"]
+html_copy_source = False  # no _sources/: no page links to them
 html_context = {"other": "en" if language == "zh_CN" else "zh"}  # templates/language-link.html
