@@ -95,21 +95,15 @@ def test_publish_copies_passed_lessons_with_a_manifest_and_writes_one_page(tmp_p
     assert "01 – X (en): key-result cells whose code has changed since, not quoted: 1." in page
 
 
-def test_publish_refuses_a_run_without_a_gpu(tmp_path):
-    notebooks, report = fabricated(tmp_path, [])
-    with pytest.raises(SystemExit, match="no GPU"):
-        publish_gpu.publish(report, notebooks)
-    assert not (notebooks / "gpu").exists()
-
-
-def _files(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+def files(folder: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize(
     ("run", "lines"),  # run.json (None: a valid one, and a lesson that is no notebook)
     [
         ("{not json", "not JSON in UTF-8"),
+        ('{"gpus": [], "steps": []}', "this run had no GPU, so there is nothing to publish"),
         ("[]", r"an object with gpus and steps expected, got \[\]"),
         ('{"gpus": "H100", "steps": 5}', "gpus must be a list of GPU names|steps must be"),
         ('{"gpus": [5], "steps": [{"step": "en/01-x"}]}', r"gpus must|steps\[0\] must hold"),
@@ -139,7 +133,7 @@ def test_publish_refuses_a_broken_report_in_one_line_a_field_and_changes_nothing
 ):
     notebooks, report = fabricated(tmp_path, ["Fake GPU 9000"])
     publish_gpu.publish(report, notebooks)  # a machine published before
-    before = _files(notebooks)
+    before = files(notebooks)
     shutil.copytree(report / "executed/en", tmp_path / "en")  # where ../../en/01-x points
     if run is None:
         (report / "executed/en/01-x.ipynb").write_text("{not json")
@@ -149,7 +143,7 @@ def test_publish_refuses_a_broken_report_in_one_line_a_field_and_changes_nothing
         publish_gpu.publish(report, notebooks)
     said, lines = str(refused.value).splitlines(), lines.split("|")
     assert len(said) == len(lines) and all(map(re.search, lines, said)), said
-    assert _files(notebooks) == before
+    assert files(notebooks) == before
 
 
 def test_a_report_is_data_on_the_page_and_in_the_records(tmp_path):
@@ -160,7 +154,10 @@ def test_a_report_is_data_on_the_page_and_in_the_records(tmp_path):
     ran = nbformat.read(notebooks / "en/01-x.ipynb", as_version=4)  # today's lesson, run
     everything = "\n\n".join(PAYLOADS.values())
     ran.cells[1:1] = [new_markdown_cell(everything), nbformat.v4.new_raw_cell("<script>")]
-    ran.cells[-1].metadata.tags = ["key-result"]
+    alt = 'Bars <img src=x onerror="document.title=1">'  # a figure's alt text: docutils escapes it
+    ran.cells[-1].metadata = {"tags": ["key-result"], "mystnb": {"image": {"alt": alt, "w": 1}}}
+    ran.cells[-2].metadata = {"mystnb": {"image": {"alt": 5}}}  # not text: not kept
+    ran.cells[-3].metadata = {"mystnb": 1}
     ran.cells[-1].outputs = [
         new_output("stream", text=f"1 GB/s\n````\n{everything}"),
         new_output("display_data", {"text/html": "<script>x</script>", "text/plain": "<b>"}),
@@ -185,6 +182,8 @@ def test_a_report_is_data_on_the_page_and_in_the_records(tmp_path):
     assert kept == [("stream",), ("display_data", "text/plain")] + [
         ("display_data", "image/png", "text/plain")
     ]
+    figure = {"tags": ["key-result"], "mystnb": {"image": {"alt": alt}}}  # a string alt alone
+    assert [c.metadata for c in record.cells[-3:]] == [{}, {}, figure]
 
 
 @pytest.mark.parametrize(

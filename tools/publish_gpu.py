@@ -123,15 +123,20 @@ def printed(output: NotebookNode) -> bool:
 
 
 def clean(notebook: NotebookNode, lesson: Path) -> NotebookNode:
-    """What a reader needs and nothing that runs on a page: the kernel, each cell's tags, the
-    outputs a lesson prints; markdown that is not today's `lesson`'s own is plain text (its
-    heading marks kept), and raw cells, which pass HTML through, are dropped."""
+    """What a reader needs and nothing that runs on a page: the kernel, each cell's tags and
+    figure alt text (docutils escapes it), the outputs a lesson prints; markdown that is not
+    today's `lesson`'s own is plain text (heading marks kept); raw cells, which pass HTML, go."""
     own = today(lesson, "markdown")
     notebook.metadata = {k: notebook.metadata[k] for k in ["kernelspec"] if k in notebook.metadata}
     notebook.cells = [c for c in notebook.cells if c.cell_type in ("code", "markdown")]
     for cell in notebook.cells:
+        alt = cell.metadata.get("mystnb")  # as the lessons write it: mystnb.image.alt
+        for key in ("image", "alt"):
+            alt = alt.get(key) if isinstance(alt, dict) else None
         tags = cell.metadata.get("tags")
         cell.metadata = {"tags": tags} if tags else {}
+        if isinstance(alt, str):
+            cell.metadata["mystnb"] = {"image": {"alt": alt}}
         cell.pop("attachments", None)
         if cell.cell_type == "code":
             cell.outputs = [output for output in cell.outputs if printed(output)]
@@ -152,10 +157,9 @@ def publish(report: Path, notebooks: Path = NOTEBOOKS) -> Path:
     lessons = {n: file for n, file in lessons.items() if (executed / file).is_file()}
     if not lessons:
         raise SystemExit(f"{report}: no lesson passed, so there is nothing to publish")
-    machine = slug(run["gpus"][0])
-    folder, gpu = notebooks / "gpu" / machine, notebooks / "gpu"
-    gpu.mkdir(parents=True, exist_ok=True)
-    new = Path(tempfile.mkdtemp(prefix=f".{machine}-", dir=gpu))  # beside; hidden from render
+    folder = notebooks / "gpu" / slug(run["gpus"][0])
+    folder.parent.mkdir(parents=True, exist_ok=True)  # new: beside it, hidden from render
+    new = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
         for file in lessons.values():
             if (executed / file).is_symlink():
@@ -163,8 +167,8 @@ def publish(report: Path, notebooks: Path = NOTEBOOKS) -> Path:
             notebook = clean(nbformat.read(executed / file, as_version=4), notebooks / file)
             (new / file).parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(notebook, new / file)
-        facts = {k: run.get(k) for k in FACTS}
-        manifest = {"machine": machine, **facts, "notes": run.get("notes", []), "lessons": lessons}
+        facts = {"machine": folder.name, **{k: run.get(k) for k in FACTS}}
+        manifest = {**facts, "notes": run.get("notes", []), "lessons": lessons}
         text = json.dumps(manifest, indent=1, ensure_ascii=False)
         (new / "manifest.json").write_text(text + "\n", encoding="utf-8")
     except (Exception, SystemExit) as error:  # a lesson that is no notebook, a full disk, ...
@@ -230,9 +234,8 @@ def read_manifest(path: Path) -> dict:
     try:
         m = json.loads(path.read_text(encoding="utf-8"))
         problems = [f"no {k}" for k in [*FACTS, "lessons"] if k not in m] + fact_problems(m)
-        inside = all(
-            LESSON.fullmatch(n) and f == f"{n}.ipynb" for n, f in m.get("lessons", {}).items()
-        )
+        lessons = m.get("lessons", {}).items()
+        inside = all(LESSON.fullmatch(n) and f == f"{n}.ipynb" for n, f in lessons)
     except (OSError, ValueError, TypeError, AttributeError, KeyError) as error:
         raise SystemExit(f"{path}: not a manifest ({type(error).__name__}: {error})") from None
     problems += ["gpus is empty, and a record is what a GPU ran"] * (m.get("gpus") == [])
