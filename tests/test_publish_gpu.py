@@ -206,8 +206,10 @@ def test_the_page_refuses_a_broken_manifest_in_one_line_naming_it(tmp_path, chan
     assert re.fullmatch(f"{re.escape(str(where))}: [^\n]*{said}[^\n]*", str(refused.value))
 
 
-def test_the_gpu_page_quotes_only_key_results_whose_code_is_today_s():
+def test_the_gpu_page_is_today_s_and_quotes_only_key_results_whose_code_is_today_s():
+    # A lesson whose code changed makes the page's "as run" counts stale until it is regenerated.
     page = (ROOT / "notebooks/gpu/README.md").read_text(encoding="utf-8")
+    assert publish_gpu.render() == page, "stale: regenerate it with python tools/publish_gpu.py"
     for folder, manifest in publish_gpu.machines():
         for name, file in manifest["lessons"].items():
             ran = nbformat.read(folder / file, as_version=4)
@@ -220,9 +222,3 @@ def test_the_gpu_page_quotes_only_key_results_whose_code_is_today_s():
                 text = "".join(o.get("text", "") for o in cell.outputs).strip().splitlines()
                 quoted = "\n".join(text[: publish_gpu.KEY_LINES]) in page
                 assert quoted == (publish_gpu.code(cell) in today), (name, text[:1])
-
-
-def test_the_gpu_page_counts_what_each_machine_ran_of_the_current_lessons():
-    # A lesson whose code changed makes the page's "as run" counts stale until it is regenerated.
-    page = (ROOT / "notebooks/gpu/README.md").read_text(encoding="utf-8")
-    assert publish_gpu.render() == page, "stale: regenerate it with python tools/publish_gpu.py"

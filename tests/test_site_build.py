@@ -3,7 +3,6 @@ report's facts and a notebook's HTML and scripts never become markup; a bad inpu
 and keeps the last good site; a rebuild reuses Sphinx's work; a second build waits."""
 
 import fcntl
-import importlib.util
 import json
 import os
 import shutil
@@ -19,9 +18,9 @@ nbformat = pytest.importorskip("nbformat", reason="the site build reads notebook
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-spec = importlib.util.spec_from_file_location("site_build", ROOT / "site" / "build.py")
-build = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(build)
+sys.path.insert(0, str(ROOT / "site"))
+import build  # noqa: E402 (site/build.py)
+
 BADGE = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://x)"
 PNG = "iVBORw0KGgo="  # a PNG's signature: a page shows it; no one looks
 SCRIPTS = {"text/html": "<script>HTMLRAN=1</script>", "application/javascript": "JSRAN=1"}
@@ -151,15 +150,12 @@ def test_stopped_build_keeps_the_site(built, notebooks, monkeypatch, capsys, sto
 
 
 NO_DEVICE = new_notebook(cells=[new_markdown_cell("# B")], metadata={"executed": {"torch": "2"}})
+NO_DEVICE = nbformat.writes(NO_DEVICE)
 BAD = [  # a file planted in the copy (None: removed), and the words of its one line
     ("en/01-a.ipynb", '{"cells": [', "01-a.ipynb: not a notebook (NotJSONError"),
     ("zh/01-a.ipynb", "{}", "01-a.ipynb: not a notebook"),
     ("en/02-b.ipynb", nbformat.writes(new_notebook()), "02-b.ipynb: no cells"),
-    (
-        "zh/02-b.ipynb",
-        nbformat.writes(NO_DEVICE),
-        "02-b.ipynb: metadata.executed lacks date, device",
-    ),
+    ("zh/02-b.ipynb", NO_DEVICE, "02-b.ipynb: metadata.executed lacks date, device"),
     ("gpu/n/manifest.json", '{"gpus": []}', "n/manifest.json: no driver"),
     ("gpu/m/en/01-a.ipynb", None, "01-a.ipynb: not a notebook (FileNotFoundError"),
     ("gpu/m/zh/01-a.ipynb", "{", "01-a.ipynb: not a notebook"),
