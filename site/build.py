@@ -16,8 +16,7 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
-import publish_gpu  # noqa: E402 (the GPU records, and how a fact is written as text)
-from publish_gpu import as_run, machines, markdown_text, title  # noqa: E402
+from publish_gpu import as_run, machines, markdown_text, read, title  # noqa: E402 (GPU records)
 
 HAN = "[\u4e00-\u9fff]"  # zh search finds the glossary's terms whole (锁页内存): jieba's words
 BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\((\S+?)\)")
@@ -53,13 +52,6 @@ SAY = {
 }
 
 
-def read(path: Path) -> nbformat.NotebookNode:
-    """A notebook with cells, or one line naming the file and what is wrong with it."""
-    if not (notebook := publish_gpu.read(path)).cells:
-        raise SystemExit(f"{path}: no cells; a lesson starts with its title and Colab badge")
-    return notebook
-
-
 def text(path: Path) -> str:
     if not path.is_file():
         raise SystemExit(f"{path}: missing; the site is built from it")
@@ -82,7 +74,8 @@ def stage_notebook(source: Path, lang: str, line: str, record: str = "") -> str:
     """A copy with `line` where its Colab badge was ({url}: the badge's address), its outputs
     only text and PNG, its setup cell folded. A GPU record is titled `record` (its own title is
     untrusted) over `line`; its links are plain text and search leaves it out (lessons first)."""
-    notebook = read(source)
+    if not (notebook := read(source)).cells:  # read: a notebook, or one line naming the file
+        raise SystemExit(f"{source}: no cells; a lesson starts with its title and Colab badge")
     for cell in notebook.cells:
         if cell.cell_type == "code":
             for output in (o for o in cell.outputs if "data" in o):

@@ -151,10 +151,11 @@ def test_stopped_build_keeps_the_site(built, notebooks, monkeypatch, capsys, sto
 
 NO_DEVICE = new_notebook(cells=[new_markdown_cell("# B")], metadata={"executed": {"torch": "2"}})
 NO_DEVICE = nbformat.writes(NO_DEVICE)
+NO_CELLS = nbformat.writes(new_notebook(metadata=lesson("en", "").metadata))  # made as it should
 BAD = [  # a file planted in the copy (None: removed), and the words of its one line
     ("en/01-a.ipynb", '{"cells": [', "01-a.ipynb: not a notebook (NotJSONError"),
     ("zh/01-a.ipynb", "{}", "01-a.ipynb: not a notebook"),
-    ("en/02-b.ipynb", nbformat.writes(new_notebook()), "02-b.ipynb: no cells"),
+    ("en/02-b.ipynb", NO_CELLS, "02-b.ipynb: no cells"),
     ("zh/02-b.ipynb", NO_DEVICE, "02-b.ipynb: metadata.executed lacks date, device"),
     ("gpu/n/manifest.json", '{"gpus": []}', "n/manifest.json: no driver"),
     ("gpu/m/en/01-a.ipynb", None, "01-a.ipynb: not a notebook (FileNotFoundError"),
