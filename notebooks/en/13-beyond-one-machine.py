@@ -157,8 +157,8 @@ code, timings, err = torchrun(*job)
 print(timings if code == 0 else err)
 
 # %% [markdown]
-# Whatever the hardware, the sums are the same: rank `r` sent
-# `[1, 2, 3, 4] * (r + 1)`, so with two processes every entry is multiplied by 3.
+# The sums do not depend on the hardware: rank `r` sent
+# `[1, 2, 3, 4] * (r + 1)`, so with two processes every entry is 3 times that.
 
 # %%
 print(*sorted(line for line in timings.splitlines() if "all_reduce(sum)" in line), sep="\n")
@@ -168,9 +168,9 @@ print(*sorted(line for line in timings.splitlines() if "all_reduce(sum)" in line
 #
 # Rank 0 timed the `all_reduce` of one matrix (a sum across two processes)
 # against the local sum `x + y` and the product `x @ x`. `d2l_gpu.benchmark`
-# picks its own number of calls, and processes that disagree on it would wait
-# forever inside a collective; so the demo makes a fixed number of calls, each
-# after a barrier, and waits for the device before reading the clock. The sizes
+# picks its own call count, and processes that disagree would wait forever
+# inside a collective; so the demo makes a fixed count of calls, each after a
+# barrier, and waits for the device before reading the clock. The sizes
 # take turns, one call each a round (ten rounds to warm up, twenty timed), so a
 # busy spell on the machine slows them alike. Each `all_reduce` thus pays its
 # whole latency, while the local operations, timed in blocks, may overlap.
@@ -184,7 +184,8 @@ print(*sorted(line for line in timings.splitlines() if "all_reduce(sum)" in line
 # faster but also pays a fixed cost per call; no run of these lessons has
 # measured it (exercise 3 does, on two GPUs).
 #
-# The figure draws rank 0's medians against the message size.
+# The figure draws each size's fastest `all_reduce` of the twenty (waiting
+# for a free core only adds time).
 
 # %% mystnb={"image": {"alt": "Log-log line chart of time per call in microseconds against message size from 256 bytes to 4 MiB: the all_reduce across two processes, nearly flat for small messages and above the local x + y at every size, and the local x @ x, which rises fastest"}} tags=["nbval-ignore-output"]
 import re
@@ -203,7 +204,7 @@ def medians_us(op):  # a local operation's benchmark medians, in µs
 
 setup = re.search(r"^timing on rank 0 \((.*)\):$", timings, re.M)
 fig, ax = plt.subplots(figsize=(6, 3.6), dpi=200)
-ax.loglog(sizes, reduce_us, "o-", label="all_reduce (median of 20 calls)")
+ax.loglog(sizes, reduce_us, "o-", label="all_reduce (fastest of 20 calls)")
 for op, marker in (("x + y", "s-"), ("x @ x", "^:")):
     ax.loglog(sizes, medians_us(op), marker, label=f"local {op} (benchmark median)")
 ax.set_xlabel("message size (bytes)")
@@ -288,7 +289,7 @@ print("rank 0 printed a sum:", "all_reduce(sum)" in out)
 # the count); four where the cores allow one each. All use `gloo`.
 
 # %% tags=["nbval-ignore-output"]
-def all_reduce_us(report):  # {bytes: all_reduce median in us}, from rank 0's lines
+def all_reduce_us(report):  # {bytes: fastest all_reduce in us}, from rank 0's lines
     found = re.findall(r"\(([\d,]+) bytes\):\n  all_reduce: ([\d,.]+) us", report)
     return {int(b.replace(",", "")): float(t.replace(",", "")) for b, t in found}
 

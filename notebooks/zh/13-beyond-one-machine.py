@@ -140,7 +140,7 @@ print(*sorted(line for line in timings.splitlines() if "all_reduce(sum)" in line
 #
 # 对 256 字节的矩阵，`all_reduce` 的耗时是本地求和的许多倍。这就是延迟（唤醒另一个进程、经操作系统往返一趟），数据再少也要付。乘法的工作量随边长的立方增长，数据量只随平方增长，所以到 4 MiB 时，乘法有可能更慢：在 CPU 上确实可能。GPU 算完它只需以微秒计的时间，而 `gloo` 仍要经主机中转数据，所以在 GPU 上通信的耗时远超乘法。`nccl` 更快，但每次调用同样有一笔固定开销；这些课还没有哪次运行测过它（练习 3 在两块 GPU 上测量）。
 #
-# 下图以消息大小为横轴，画出 0 号进程测得的中位数。
+# 下图以消息大小为横轴，画出每种大小二十次 `all_reduce` 中最快的一次（等空闲的核心只会让时间变长）。
 
 # %% mystnb={"image": {"alt": "\u53cc\u5bf9\u6570\u6298\u7ebf\u56fe\uff1a\u6a2a\u8f74\u662f\u6d88\u606f\u5927\u5c0f\uff08256 \u5b57\u8282\u5230 4 MiB\uff09\uff0c\u7eb5\u8f74\u662f\u6bcf\u6b21\u8c03\u7528\u7684\u8017\u65f6\uff08\u5fae\u79d2\uff09\u3002\u4e24\u4e2a\u8fdb\u7a0b\u4e4b\u95f4\u7684 all_reduce \u5728\u6d88\u606f\u8f83\u5c0f\u65f6\u51e0\u4e4e\u662f\u5e73\u7684\uff0c\u5e76\u4e14\u5728\u6bcf\u4e2a\u5927\u5c0f\u4e0a\u90fd\u9ad8\u4e8e\u672c\u5730\u7684 x + y\uff1b\u672c\u5730\u7684 x @ x \u4e0a\u5347\u5f97\u6700\u5feb\u3002"}} tags=["nbval-ignore-output"]
 import re
@@ -159,7 +159,7 @@ def medians_us(op):  # 一个本地运算的 benchmark 中位数，单位为 µs
 
 setup = re.search(r"^timing on rank 0 \((.*)\):$", timings, re.M)
 fig, ax = plt.subplots(figsize=(6, 3.6), dpi=200)
-ax.loglog(sizes, reduce_us, "o-", label="all_reduce (median of 20 calls)")
+ax.loglog(sizes, reduce_us, "o-", label="all_reduce (fastest of 20 calls)")
 for op, marker in (("x + y", "s-"), ("x @ x", "^:")):
     ax.loglog(sizes, medians_us(op), marker, label=f"local {op} (benchmark median)")
 ax.set_xlabel("message size (bytes)")
@@ -223,7 +223,7 @@ print("rank 0 printed a sum:", "all_reduce(sum)" in out)
 # **1.** 用 1、2、4 个进程（`--nproc-per-node`）运行演示程序，每个进程只用一个 CPU 线程。最小的消息和 4 MiB 消息的耗时怎样随进程数变化？两个进程的作业上面已经运行过；一个进程的情况在这里计时：像 DDP 单元格那样，它独自组成一个进程组（没有同伴需要和它调用同样多次，所以可以让 `benchmark` 自己决定调用次数）；四个进程只在 CPU 核心数允许每个进程一个核心时才运行。它们都用 `gloo`。
 
 # %% tags=["nbval-ignore-output"]
-def all_reduce_us(report):  # {字节数: all_reduce 时间的中位数（微秒）}，取自 0 号进程打印的行
+def all_reduce_us(report):  # {字节数: 最快一次 all_reduce 的时间（微秒）}，取自 0 号进程打印的行
     found = re.findall(r"\(([\d,]+) bytes\):\n  all_reduce: ([\d,.]+) us", report)
     return {int(b.replace(",", "")): float(t.replace(",", "")) for b, t in found}
 
