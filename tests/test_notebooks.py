@@ -692,3 +692,30 @@ def test_glossary_names_each_checked_term():
     others = ("核心", "本节", "驱动", "编号", "会合", "集合通信", "流", "性能分析器", "meta 设备")
     missing = [term for term in (*checked, *others) if term not in glossary]
     assert not missing, f"notebooks/zh/README.md does not name {', '.join(missing)}"
+
+
+def _limits(lesson: str) -> dict[str, dict]:
+    """The LIMITS table that a lesson writes out in full, read as the literal it is."""
+    tree = ast.parse((NOTEBOOKS / "en" / f"{lesson}.py").read_text(encoding="utf-8"))
+    tables = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and [getattr(target, "id", "") for target in node.targets] == ["LIMITS"]
+    ]
+    assert len(tables) == 1, f"{lesson}: {len(tables)} LIMITS tables, expected one"
+    rows = zip(tables[0].keys, tables[0].values, strict=True)
+    return {
+        ast.literal_eval(name): {k.arg: ast.literal_eval(k.value) for k in row.keywords}
+        for name, row in rows
+    }
+
+
+def test_the_remedies_copy_of_the_limits_table_matches_three_limits():
+    """12 copies 11's datasheet figures so that a reader sees them; they must not drift."""
+    eleven, twelve = _limits("11-three-limits"), _limits("12-remedies")
+    assert set(twelve) <= set(eleven), f"12 names cards 11 lacks: {set(twelve) - set(eleven)}"
+    for name, row in twelve.items():
+        theirs = eleven[name]
+        mine = (row["float32"], row["low"], row["memory"])
+        assert mine == (theirs["float32"], theirs["float16"], theirs["memory"]), name
