@@ -13,6 +13,7 @@ from os.path import relpath
 from pathlib import Path
 
 import nbformat
+from nbformat import NotebookNode
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
@@ -70,11 +71,14 @@ def relink(source: str, lang: str, where: Path) -> str:
     return OUTSIDE.sub(site, source)
 
 
-def stage_notebook(source: Path, lang: str, line: str, record: str = "") -> str:
-    """A copy with `line` where its Colab badge was ({url}: the badge's address), its outputs
-    only text and PNG, its setup cell folded. A GPU record is titled `record` (its own title is
-    untrusted) over `line`; its links are plain text and search leaves it out (lessons first)."""
-    if not (notebook := read(source)).cells:  # read: a notebook, or one line naming the file
+def stage_notebook(
+    notebook: NotebookNode, source: Path, lang: str, line: str, record: str = ""
+) -> str:
+    """`notebook` (read from `source`) with `line` where its Colab badge was ({url}: the badge's
+    address), its outputs only text and PNG, its setup cell folded. A GPU record is titled
+    `record` (its own title is untrusted) over `line`; its links are plain text and search
+    leaves it out (lessons first)."""
+    if not notebook.cells:
         raise SystemExit(f"{source}: no cells; a lesson starts with its title and Colab badge")
     for cell in notebook.cells:
         if cell.cell_type == "code":
@@ -125,7 +129,8 @@ def stage(notebooks: Path, lang: str, manifests: list, out: Path) -> dict[str, s
     for folder, m in manifests:  # both languages' records, as gpu/README.md links both
         for name, file in m["lessons"].items():
             today = notebooks / f"{name}.ipynb"
-            same, total = as_run(read(folder / file), today)
+            printed = read(folder / file)  # a notebook, or one line naming the file
+            same, total = as_run(printed, today)
             facts = {k: markdown_text(m[k] or "?") for k in FACTS}
             facts.update(gpu=markdown_text(m["gpus"][0]), page=f"gpu/{folder.name}/{file}")
             ran = say["same" if same == total else "older"].format(**facts)
@@ -133,11 +138,12 @@ def stage(notebooks: Path, lang: str, manifests: list, out: Path) -> dict[str, s
             gpu = markdown_text(re.sub(r"[^\w .()-]", "", m["gpus"][0]))  # the theme prints a
             heading = f"{title(today) if today.is_file() else name} ({gpu})"  # title unescaped
             said = say["record"].format(**facts, same=same, total=total)
-            files[facts["page"]] = stage_notebook(folder / file, lang, said, heading)
+            files[facts["page"]] = stage_notebook(printed, folder / file, lang, said, heading)
     records = toctree(["*/*/*"], ":glob:", ":hidden:") if manifests else ""
     files["gpu/README.md"] = f"{text(notebooks / 'gpu' / 'README.md')}\n{records}\n"
     for lesson in sorted((notebooks / lang).glob("[0-9]*.ipynb")):
-        made = read(lesson).metadata.get("executed", {})
+        notebook = read(lesson)
+        made = notebook.metadata.get("executed", {})
         if missing := {"device", "torch", "date"} - set(made):
             raise SystemExit(f"{lesson}: metadata.executed lacks {', '.join(sorted(missing))};"
                              " tools/execute.py records what made a lesson's outputs")
@@ -145,7 +151,7 @@ def stage(notebooks: Path, lang: str, manifests: list, out: Path) -> dict[str, s
         download = "path:" + relpath(lesson, out)  # Sphinx copies it into _downloads/
         buttons = f"{BUTTON.format(say['colab'], '{url}')} {BUTTON.format(say['get'], download)}"
         gpus = " ".join(runs.get(f"{lang}/{lesson.stem}", [])) or say["none"]
-        files[lesson.name] = stage_notebook(lesson, lang, f"{buttons}\n\n{made}{gpus}")
+        files[lesson.name] = stage_notebook(notebook, lesson, lang, f"{buttons}\n\n{made}{gpus}")
     if lang == "zh":  # the glossary, README.md as the zh lessons link to it
         files["README.md"] = relink(text(notebooks / "zh" / "README.md"), lang, notebooks / "zh")
         terms = " ".join(re.findall(r"^\| [ -{]+ \| ([^|]+) \|[^|]*\|$", files["README.md"], re.M))
