@@ -12,13 +12,14 @@ import pytest
 nbformat = pytest.importorskip("nbformat", reason="publishing reads notebooks")
 from markdown_it import MarkdownIt  # noqa: E402 (jupytext's, so the dev extra has it)
 from mdit_py_plugins.myst_role import myst_role_plugin  # noqa: E402
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output  # noqa: E402
+from nbformat.v4 import new_markdown_cell, new_output  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import publish_gpu  # noqa: E402
 
-KERNEL = {"display_name": "Python 3", "language": "python", "name": "python3"}
+from tests.test_tools import KERNEL, notebook  # noqa: E402 (a lesson as gpu-check ran it)
+
 PAYLOADS = {  # what the review's section 2.3 planted in a report, and Chromium ran on the site
     "gpus": "NVIDIA H100 <script>document.title=1</script>",
     "driver": '550 <img src=x onerror="document.title=1">',
@@ -29,14 +30,6 @@ PAYLOADS = {  # what the review's section 2.3 planted in a report, and Chromium 
     "commit": 'abc <iframe srcdoc="FRAMED"></iframe>',
     "notes": "580 {download}`notes <../../../../etc/hostname>`",  # a role needs no newline
 }
-
-
-def notebook(*cells, tags=None) -> nbformat.NotebookNode:
-    """Markdown for sources starting with '#', code for the rest."""
-    made = [new_markdown_cell(c) if c.startswith("#") else new_code_cell(c) for c in cells]
-    for cell in made:
-        cell.metadata = {"tags": tags} if tags and cell.cell_type == "code" else {}
-    return new_notebook(cells=made, metadata={"kernelspec": KERNEL, "other": 1})
 
 
 def markup(text: str) -> list[str]:
