@@ -4,7 +4,8 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LESSONS ?= $(wildcard notebooks/en/[0-9]*.py notebooks/zh/[0-9]*.py)
-# nbval, as `make test` runs it (the one place its options live); two lessons at a time.
+# nbval, as `make test` runs it (the one place its options live); two lessons or test
+# files at a time, each lesson's cells in order in one kernel.
 NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 -n 2 --dist loadscope \
          --nbval-sanitize-with tests/nbval-sanitize.cfg -p no:cacheprovider
 # What `make lab` serves, and extra `jupyter lab` options (e.g. --no-browser).
@@ -30,16 +31,20 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP) ## create or refresh .venv with the pinned versions (constraints.txt)
 
 # JupyterLab with the settings in jupyter-config/ (a .py opens as a notebook, no news):
-# 127.0.0.1 only, Jupyter's own token, nothing served outside notebooks/.
+# 127.0.0.1 only, Jupyter's own token, nothing served outside notebooks/. JupyterLab (the
+# 'notebooks' extra) is installed on first use: make test runs the lessons without it.
 lab: $(STAMP) ## open the lessons in JupyterLab, the index first
+	$(PY) -c 'import jupyterlab' 2>/dev/null || \
+	    $(PY) -m pip install -q -c constraints.txt -e '.[notebooks]'
 	JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config" $(VENV)/bin/jupyter lab \
 	    --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(LAB_ROOT) \
 	    --LabApp.default_url=/lab/tree/README.md \
 	    $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_OPTIONS)
 
 # One OpenMP thread per kernel: two 2-thread kernels on 2 cores spin (07: 1 s became 114 s).
-test: unit ## unit tests, then every lesson through nbval
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(NBVAL) --ignore=notebooks/gpu notebooks
+# The unit tests and the lessons in one run, so that neither waits for the other's last file.
+test: $(STAMP) ## unit tests and every lesson through nbval, two at a time
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(NBVAL) tests notebooks --ignore=notebooks/gpu
 
 unit: $(STAMP) ## unit tests only (gpu-marked ones skip without a GPU), two at a time
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist worksteal tests
@@ -67,8 +72,8 @@ gpu-publish: $(STAMP) ## publish a gpu-check report in notebooks/gpu/ and its RE
 	$(PY) tools/publish_gpu.py $(GPU_REPORT)
 
 test-browser: $(STAMP) ## headless Chromium: a lesson run and saved in JupyterLab; the site read
-	$(PY) -c 'import playwright, axe_playwright_python, $(SITE_MODULES)' 2>/dev/null || \
-	    $(PY) -m pip install -q -c constraints.txt -e '.[browser,site]'
+	$(PY) -c 'import playwright, axe_playwright_python, jupyterlab, $(SITE_MODULES)' 2>/dev/null || \
+	    $(PY) -m pip install -q -c constraints.txt -e '.[browser,notebooks,site]'
 	$(PY) -m pytest -q -p no:cacheprovider tests/browser
 
 # The lessons as a website, from their stored outputs (site/build.py; the packages of the

@@ -295,9 +295,12 @@ def test_make_lab_runs_from_a_folder_whose_path_holds_a_space(tmp_path):
     checkout = tmp_path / "a b" / "d2l gpu"
     (checkout / ".venv/bin").mkdir(parents=True)
     shutil.copy(ROOT / "Makefile", checkout)
+    python = checkout / ".venv/bin/python"  # finds JupyterLab installed
+    python.write_text("#!/bin/sh\nexit 0\n")
     jupyter = checkout / ".venv/bin/jupyter"  # says where lab would read its settings
     jupyter.write_text('#!/bin/sh\necho "$JUPYTER_CONFIG_PATH"\n')
-    jupyter.chmod(0o755)
+    for program in (python, jupyter):
+        program.chmod(0o755)
     command = ["make", "-s", "-o", ".venv/.installed", "lab"]
     done = subprocess.run(command, cwd=checkout, capture_output=True, text=True, timeout=60)
     assert done.stdout == f"{checkout / 'jupyter-config'}\n", done.stderr
