@@ -6,7 +6,6 @@ Good for testing the helpers' logic; no evidence that GPU code works.
 
 from __future__ import annotations
 
-import time
 from types import SimpleNamespace
 
 import pytest
@@ -26,16 +25,12 @@ def simulate_machine(monkeypatch: pytest.MonkeyPatch, kind: str | None, count: i
     monkeypatch.setattr(devices, "_cuda_has_context", None)
 
 
-def record_waits(monkeypatch: pytest.MonkeyPatch, seconds: float = 0.0) -> list[torch.device]:
-    """Replace torch's wait for a device; return the live list of devices waited for.
-    Each wait spins ``seconds`` (a real synchronize costs a few microseconds)."""
+def record_waits(monkeypatch: pytest.MonkeyPatch) -> list[torch.device]:
+    """Replace torch's wait for a device; return the live list of devices waited for."""
     waits: list[torch.device] = []
 
     def synchronize(device=None):
         waits.append(torch.device(device) if device is not None else None)
-        end = time.perf_counter() + seconds
-        while time.perf_counter() < end:
-            pass
 
     monkeypatch.setattr(torch.accelerator, "synchronize", synchronize)
     return waits

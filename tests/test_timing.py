@@ -5,11 +5,11 @@ move only by what each call costs, so a result is checked exactly, however busy
 this machine is. The gpu-marked tests hold the same claims on a real GPU.
 """
 
+import importlib
 import itertools
 import math
 import os
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -19,47 +19,45 @@ import pytest
 import torch
 
 import d2l_gpu
-from d2l_gpu.comparison import BAND
 from d2l_gpu.timing import MIN_BLOCKS, Measurement
 from tests.simulate import Timeline, record_waits, simulate_cuda_contexts, simulate_machine
 
-CUDA0, CUDA1 = torch.device("cuda", 0), torch.device("cuda", 1)
+CUDA0, CUDA1, MPS0 = torch.device("cuda", 0), torch.device("cuda", 1), torch.device("mps", 0)
 
 
 # Timer and Benchmark: the book's interface
 
 
-def test_timer_records_times_like_the_book():
+def test_timer_records_times_like_the_book_read_once_the_gpu_is_done(monkeypatch):
+    simulate_machine(monkeypatch, "cuda", 1)
+    clock = Timeline(monkeypatch)
     timer = d2l_gpu.Timer()
-    time.sleep(0.01)
-    first = timer.stop()
+    clock.launch(0.5)  # queued on the GPU: stop() waits for it before reading the clock
+    assert timer.stop() == 0.5
     timer.start()
-    second = timer.stop()
-    assert first >= 0.01
-    assert timer.times == [first, second]
-    assert timer.sum() == pytest.approx(first + second)
-    assert timer.avg() == pytest.approx((first + second) / 2)
-    assert timer.cumsum() == pytest.approx([first, first + second])
+    clock.host(0.25)
+    assert timer.stop() == 0.25
+    assert timer.times == [0.5, 0.25] and timer.cumsum() == [0.5, 0.75]
+    assert (timer.sum(), timer.avg()) == (0.75, 0.375)
     with pytest.raises(RuntimeError, match=r"needs a running timer; call start\(\) first"):
         timer.stop()
     with pytest.raises(ValueError, match="at least one recorded time"):
         d2l_gpu.Timer().avg()
 
 
-def test_timer_waits_for_the_device_before_reading_the_clock(monkeypatch):
-    simulate_machine(monkeypatch, "cuda", 2)
-    waits = record_waits(monkeypatch, seconds=0.02)
-    elapsed = d2l_gpu.Timer("cuda:0").stop()
-    assert elapsed >= 0.02  # stop() waited for the queued work (20 ms) before reading
-    assert waits == [CUDA0, CUDA0]
-
-
 @pytest.mark.parametrize(
-    ("device", "expected"),
-    [(None, [CUDA0, CUDA1]), ("cuda", [CUDA0, CUDA1]), ("cuda:1", [CUDA1]), ("cpu", [])],
+    ("kind", "device", "expected"),
+    [
+        ("cuda", None, [CUDA0, CUDA1]),
+        ("cuda", "cuda", [CUDA0, CUDA1]),
+        ("cuda", "cuda:1", [CUDA1]),
+        ("cuda", "cpu", []),
+        ("mps", None, [MPS0]),
+        ("mps", "mps", [MPS0]),
+    ],
 )
-def test_every_clock_waits_for_the_devices_it_is_given(monkeypatch, device, expected):
-    simulate_machine(monkeypatch, "cuda", 2)
+def test_every_clock_waits_for_the_devices_it_is_given(monkeypatch, kind, device, expected):
+    simulate_machine(monkeypatch, kind, 1 if kind == "mps" else 2)
     waits = record_waits(monkeypatch)
     d2l_gpu.Timer(device).stop()
     with d2l_gpu.Benchmark("quiet", device=device):
@@ -79,22 +77,6 @@ def test_default_clocks_skip_a_gpu_this_process_never_used(monkeypatch):
     d2l_gpu.Timer().stop()
     d2l_gpu.synchronize()
     assert contexts == {0, 2}  # waiting on card 1 would have started CUDA there
-
-
-def test_default_clocks_on_mps_wait_for_it(monkeypatch):
-    simulate_machine(monkeypatch, "mps", 1)
-    waits = record_waits(monkeypatch)
-    d2l_gpu.Timer().stop()
-    d2l_gpu.synchronize("mps")
-    assert waits == [torch.device("mps", 0)] * 3
-
-
-def test_a_clock_for_a_device_this_machine_lacks_is_a_clear_error(monkeypatch):
-    simulate_machine(monkeypatch, "cuda", 1)
-    with pytest.raises(
-        ValueError, match="'cuda:1' is not on this machine, which has 'cpu', 'cuda:0'"
-    ):
-        d2l_gpu.Timer("cuda:1")
 
 
 def test_benchmark_context_prints_description_and_seconds(capsys):
@@ -134,14 +116,6 @@ def test_benchmark_warms_up_then_times_at_least_ten_blocks(monkeypatch):
     m = d2l_gpu.benchmark(slow.side("slow", 0.3), warmup=0)
     assert len(m.times) == MIN_BLOCKS and m.median == pytest.approx(0.3)
     assert len(slow.calls) == MIN_BLOCKS + 1  # blocks are sized once, at the cost of a call
-
-
-def test_benchmark_of_a_long_call_spends_little_beyond_what_it_reports(monkeypatch):
-    # A 150 ms call, min_run_time=0.1: blocks of one call, sized once, not once per block.
-    clock = Timeline(monkeypatch)
-    m = d2l_gpu.benchmark(clock.side("long", 0.15), min_run_time=0.1)
-    assert len(m.times) == MIN_BLOCKS
-    assert len(clock.calls) <= len(m.times) + 4  # the 3 warm-up calls and one to size blocks
 
 
 def test_benchmark_times_the_gpu_work_not_just_its_launch(monkeypatch):
@@ -246,30 +220,23 @@ def _compare(clock, a_cost, b_cost, **kwargs):
     return d2l_gpu.compare(clock.side("a", a_cost), clock.side("b", b_cost), **kwargs)
 
 
-def test_a_side_three_times_as_long_is_clearly_slower(monkeypatch):
-    result = _compare(Timeline(monkeypatch), 1e-3, 3e-3)
-    assert (result.outcome, result.ratio) == ("slower", pytest.approx(3))
-    assert result.first.median == pytest.approx(1e-3)
-    assert result.second.median == pytest.approx(3e-3)
-    assert str(result) == "b took 3.0x as long as a, in all 10 rounds."
-
-
-def test_the_longer_side_is_named_first_so_the_ratio_reads_above_one(monkeypatch):
-    result = _compare(Timeline(monkeypatch), 13e-3, 1e-3)
-    assert result.outcome == "faster" and result.ratio == pytest.approx(1 / 13)
-    assert str(result) == "a took 13x as long as b, in all 10 rounds."
-    tiny = _compare(Timeline(monkeypatch), 1e-3, 2.5e-6)
-    assert str(tiny) == "a took 400x as long as b, in all 10 rounds."
-
-
-def test_sides_within_the_band_took_about_as_long(monkeypatch):
-    assert BAND == 1.25
-    result = _compare(Timeline(monkeypatch), 1e-3, 1.2e-3)
-    assert result.outcome == "agree"
-    assert str(result) == "a and b took about as long (within 1.25x), in 10 rounds."
-    strict = _compare(Timeline(monkeypatch), 1e-3, 1.2e-3, band=1.1)
-    assert strict.outcome == "slower"
-    assert str(strict) == "b took 1.2x as long as a, in all 10 rounds."
+@pytest.mark.parametrize(
+    ("a_cost", "b_cost", "kwargs", "outcome", "says"),
+    [
+        (1e-3, 3e-3, {}, "slower", "b took 3.0x as long as a, in all 10 rounds."),
+        # The side that took longer is named first, so the ratio reads above one.
+        (13e-3, 1e-3, {}, "faster", "a took 13x as long as b, in all 10 rounds."),
+        (1e-3, 2.5e-6, {}, "faster", "a took 400x as long as b, in all 10 rounds."),
+        (1e-3, 1.2e-3, {}, "agree", "a and b took about as long (within 1.25x), in 10 rounds."),
+        (1e-3, 1.2e-3, {"band": 1.1}, "slower", "b took 1.2x as long as a, in all 10 rounds."),
+    ],
+)
+def test_compare_judges_the_gap_and_says_it(monkeypatch, a_cost, b_cost, kwargs, outcome, says):
+    result = _compare(Timeline(monkeypatch), a_cost, b_cost, **kwargs)
+    assert result.first.median == pytest.approx(a_cost)
+    assert result.second.median == pytest.approx(b_cost)
+    assert (result.outcome, result.ratio) == (outcome, pytest.approx(b_cost / a_cost))
+    assert str(result) == says
 
 
 def test_a_gap_whose_round_ratios_reach_into_the_band_is_no_clear_difference(monkeypatch):
@@ -363,22 +330,21 @@ def test_the_stream_overlaps_host_and_gpu_inside_a_synced_step(monkeypatch):
             assert (clock.now - start) / 100 == pytest.approx(per_step, rel=0.01)
 
 
-def test_when_the_gpu_runs_dry_first_it_gets_more_to_do(monkeypatch):
-    # 20 steps of 1 ms on the host outlast 10 and 40 short products, not 160.
-    clock = _gpu(monkeypatch, busy_product=0.2e-3)
+@pytest.mark.parametrize(
+    ("busy_product", "device_seconds"),
+    [
+        # 20 steps of 1 ms on the host outlast 10 and 40 products of 0.2 ms, not 160.
+        (0.2e-3, pytest.approx(50e-6)),
+        # Even 160 products of 1 us run dry: the GPU's time reads as the host's, an upper bound.
+        (1e-6, pytest.approx(1e-3, rel=0.1)),
+    ],
+)
+def test_when_the_gpu_runs_dry_first_it_gets_more_to_do(monkeypatch, busy_product, device_seconds):
+    clock = _gpu(monkeypatch, busy_product)
     step = clock.program(("host", 1e-3), ("gpu", 50e-6))
-    assert d2l_gpu.host_and_device_seconds(step, "cuda:0") == (
-        pytest.approx(1e-3),
-        pytest.approx(50e-6),
-    )
+    measured = d2l_gpu.host_and_device_seconds(step, "cuda:0")
+    assert measured == (pytest.approx(1e-3), device_seconds)
     assert clock.launches == 10 + 40 + 160 + 1 + 3 * 20
-
-
-def test_a_gpu_that_always_runs_dry_reads_as_the_host_time(monkeypatch):
-    clock = _gpu(monkeypatch, busy_product=1e-6)
-    step = clock.program(("host", 1e-3), ("gpu", 50e-6))
-    host, device = d2l_gpu.host_and_device_seconds(step, "cuda:0")
-    assert device == pytest.approx(host, rel=0.1)  # an upper bound on the GPU's time
 
 
 @pytest.mark.parametrize(
@@ -459,11 +425,18 @@ def test_host_and_device_seconds_on_a_real_gpu():
     assert 0 < host < gpu and gpu == pytest.approx(events, rel=0.3)
 
 
-def test_benchmark_without_setuptools_says_what_to_install():
+def test_benchmark_without_setuptools_says_what_to_install(monkeypatch):
     # torch.utils.benchmark imports setuptools, which torch requires from Python 3.12 only.
-    code = "import sys; sys.modules['setuptools'] = None; import d2l_gpu; d2l_gpu.benchmark(print)"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.stderr.splitlines()[-1] == (
-        "ModuleNotFoundError: benchmark() needs setuptools (torch.utils.benchmark imports it): "
-        "pip install setuptools"
+    # d2l_gpu, imported afresh with setuptools missing, loads: only benchmark() needs it.
+    for name in list(sys.modules):
+        if name.startswith(("d2l_gpu", "torch.utils.benchmark", "torch.utils.cpp_extension")):
+            monkeypatch.delitem(sys.modules, name)
+    # `from torch.utils import cpp_extension` takes the attribute before asking sys.modules.
+    monkeypatch.delattr(torch.utils, "cpp_extension", raising=False)
+    monkeypatch.setitem(sys.modules, "setuptools", None)
+    fresh = importlib.import_module("d2l_gpu")
+    with pytest.raises(ModuleNotFoundError) as missing:
+        fresh.benchmark(print)
+    assert str(missing.value) == (
+        "benchmark() needs setuptools (torch.utils.benchmark imports it): pip install setuptools"
     )
