@@ -12,8 +12,6 @@ import d2l_gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-# conda-forge names that differ from PyPI's.
-CONDA_TO_PYPI = {"pytorch": "torch"}
 
 
 def _name_and_spec(requirement: str) -> tuple[str, str]:
@@ -22,30 +20,17 @@ def _name_and_spec(requirement: str) -> tuple[str, str]:
     return match.group(1).lower().replace("_", "-"), match.group(2).replace(" ", "")
 
 
-def _pyproject_requirements() -> dict[str, str]:
+def test_environment_yml_asks_for_what_pyproject_asks_for():
     project = PYPROJECT["project"]
-    reqs = list(project["dependencies"])
+    wanted = [f"python{project['requires-python']}", *project["dependencies"]]
     for extra in project["optional-dependencies"].values():
-        reqs += [r for r in extra if not r.startswith("d2l-gpu")]
-    return dict(_name_and_spec(r) for r in reqs)
-
-
-def _environment_requirements() -> dict[str, str]:
+        wanted += [r for r in extra if not r.startswith("d2l-gpu")]
     text = (ROOT / "environment.yml").read_text(encoding="utf-8")
-    text = text.split("\ndependencies:\n", 1)[1]
-    deps = re.findall(r"^  - ([A-Za-z0-9_.\-]+[^\n]*)$", text, re.M)
-    named = dict(_name_and_spec(d) for d in deps)
-    named.pop("python"), named.pop("pip")
-    return {CONDA_TO_PYPI.get(k, k): v for k, v in named.items()}
-
-
-def test_environment_yml_lists_the_same_dependencies_as_pyproject():
-    assert _environment_requirements() == _pyproject_requirements()
-
-
-def test_environment_yml_python_matches_requires_python():
-    text = (ROOT / "environment.yml").read_text(encoding="utf-8")
-    assert f"  - python{PYPROJECT['project']['requires-python']}\n" in text
+    listed = re.findall(r"^  - ([A-Za-z0-9_.\-]+[^\n]*)$", text.split("\ndependencies:\n")[1], re.M)
+    conda = dict(_name_and_spec(d) for d in listed)
+    del conda["pip"]  # pip, then the list pip installs: this package
+    conda["torch"] = conda.pop("pytorch")  # conda-forge's name for it
+    assert conda == dict(_name_and_spec(r) for r in wanted)
 
 
 def test_torch_is_a_range_for_users_and_pinned_for_make():
@@ -65,7 +50,7 @@ def test_import_adds_nothing_heavy_to_what_torch_loads():
     assert added - {"d2l_gpu"} <= sys.stdlib_module_names, added
 
 
-def test_public_api_is_what_another_chapter_imports():
+def test_public_api_is_what_another_chapter_imports_typed_and_versioned():
     assert sorted(d2l_gpu.__all__) == sorted(
         ["cpu", "gpu", "num_gpus", "try_gpu", "try_all_gpus", "accelerator_type", "synchronize"]
         + ["Timer", "Benchmark", "benchmark", "compare", "host_and_device_seconds"]
@@ -74,6 +59,8 @@ def test_public_api_is_what_another_chapter_imports():
     public = {name for name in vars(d2l_gpu) if not name.startswith("_")}
     modules = {"comparison", "devices", "distributed", "report", "timing"}
     assert public - modules == set(d2l_gpu.__all__)
+    assert (ROOT / "d2l_gpu" / "py.typed").is_file()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", d2l_gpu.__version__)
 
 
 def test_modules_import_only_each_others_public_names():
@@ -83,11 +70,6 @@ def test_modules_import_only_each_others_public_names():
                 names = [alias.name for alias in node.names]
                 private = [n for n in names if n.startswith("_") and not n.startswith("__")]
                 assert not private, (path.name, private)
-
-
-def test_public_api_is_typed_and_versioned():
-    assert (ROOT / "d2l_gpu" / "py.typed").is_file()
-    assert re.fullmatch(r"\d+\.\d+\.\d+", d2l_gpu.__version__)
 
 
 def test_ci_runs_make_test():
