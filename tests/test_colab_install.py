@@ -25,28 +25,18 @@ from tests.test_notebooks import REPOSITORY, ROOT, SETUP
 GIT_URL = f"git+https://github.com/{REPOSITORY}"
 
 
-class FakeIPython:
-    """Records the line magics and shell commands a cell asks IPython to run."""
-
-    def __init__(self) -> None:
-        self.commands: list[str] = []
-
-    def run_line_magic(self, name: str, line: str) -> None:
-        self.commands.append(f"%{name} {line}")
-
-    def system(self, command: str) -> None:
-        self.commands.append(f"!{command}")
-
-
 def _run_setup_cell(on_colab: bool) -> list[str]:
-    """Run the setup cell as IPython would (it is plain Python); return what it asked for."""
-    shell = FakeIPython()
+    """Run the setup cell as IPython would (it is plain Python); return its line magics."""
+    magics = []  # the pretend IPython has no other method: any other call fails the test
+    shell = types.SimpleNamespace(
+        run_line_magic=lambda name, line: magics.append(f"%{name} {line}")
+    )
     colab = {"google": types.ModuleType("google"), "google.colab": types.ModuleType("google.colab")}
     with mock.patch.dict(sys.modules, colab if on_colab else {}):
         if not on_colab:
             sys.modules.pop("google.colab", None)
         exec(compile(SETUP, "setup cell", "exec"), {"get_ipython": lambda: shell})
-    return shell.commands
+    return magics
 
 
 def _install_arguments() -> list[str]:
@@ -57,16 +47,13 @@ def _install_arguments() -> list[str]:
     return words[2:]
 
 
-def test_on_colab_the_setup_cell_installs_this_repository_alone():
+def test_the_setup_cell_installs_this_repository_alone_and_only_on_colab():
+    assert _run_setup_cell(on_colab=False) == []
     arguments = _install_arguments()
     assert [a for a in arguments if not a.startswith("-")] == [GIT_URL]
     flags = {a for a in arguments if a.startswith("-")}
     assert "--no-deps" in flags, "without --no-deps pip may replace Colab's torch"
     assert flags <= {"--no-deps", "--quiet", "-q"}, f"unexpected pip options {flags}"
-
-
-def test_off_colab_the_setup_cell_installs_nothing():
-    assert _run_setup_cell(on_colab=False) == []
 
 
 def _run(*args, **kwargs) -> subprocess.CompletedProcess:
