@@ -37,7 +37,6 @@ DOCS = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", NOTEBOOKS / "README.md"]
 DOCS += [NOTEBOOKS / "zh" / "README.md"]
 CHAPTER_PATH = 7  # lessons 01-07 follow the book's §5.5; 08 on go beyond it
 
-COLAB_BADGE = "https://colab.research.google.com/assets/colab-badge.svg"
 GPU_LINE = {
     "en": "What a GPU printed for these lessons: [notebooks/gpu](../gpu/README.md).",
     "zh": "这些课在 GPU 上打印的结果：[notebooks/gpu](../gpu/README.md)。",
@@ -52,8 +51,8 @@ OPENING = {
     "zh": ("**你将学到**", "**你需要**"),
 }
 CLOSING = {"en": "## What this lesson showed", "zh": "## 本课小结"}
-NEXT = {"en": "Next: ", "zh": "下一课："}
-AFTER_NEXT = {"en": "", "zh": "，"}  # zh: a comma, or the line break reads as a space
+# zh: a comma after the link, or the line break after it reads as a space
+NEXT = {"en": "Next: [{}]({}.ipynb)", "zh": "下一课：[{}]({}.ipynb)，"}
 BACK_TO_INDEX = {
     "en": "Next: back to the [index](../README.md).",
     "zh": "全部课程到此结束，回到[目录](../README.md)。",
@@ -118,15 +117,10 @@ def _markdown(path: Path) -> list[str]:
     return [c.source for c in _read(path).cells if c.cell_type == "markdown"]
 
 
-def _colab(lang: str, name: str) -> str:
-    return (
-        f"https://colab.research.google.com/github/{REPOSITORY}/blob/{BRANCH}"
-        f"/notebooks/{lang}/{name}.ipynb"
-    )
-
-
 def _badge(lang: str, name: str) -> str:
-    return f"[![Open In Colab]({COLAB_BADGE})]({_colab(lang, name)})"
+    image = "https://colab.research.google.com/assets/colab-badge.svg"
+    colab = f"https://colab.research.google.com/github/{REPOSITORY}/blob/{BRANCH}"
+    return f"[![Open In Colab]({image})]({colab}/notebooks/{lang}/{name}.ipynb)"
 
 
 def _index() -> str:
@@ -158,20 +152,13 @@ def test_lessons_are_named_and_numbered_alike_in_both_languages():
     assert not problems, "; ".join(problems)
 
 
-@pytest.mark.parametrize("path", LESSON_SOURCES + STORED, ids=_rel)
-def test_every_file_has_its_pair(path):
-    partner = path.with_suffix(".ipynb" if path.suffix == ".py" else ".py")
-    assert partner.is_file(), (
-        f"{_rel(path)} has no paired {partner.suffix}: run "
-        f"`python tools/execute.py {_rel(path.with_suffix('.py'))}`"
-    )
-
-
 @pytest.mark.parametrize(
-    "path", [p for p in LESSON_SOURCES if p.with_suffix(".ipynb").is_file()], ids=_rel
+    "path", sorted({p.with_suffix(".py") for p in LESSON_SOURCES + STORED}), ids=_rel
 )
-def test_pair_has_the_same_content(path):
+def test_each_lesson_is_a_pair_with_the_same_content(path):
     """Content, never file times (a git clone sets those at random)."""
+    for file in (path, path.with_suffix(".ipynb")):
+        assert file.is_file(), f"{_rel(file)} is missing: a lesson is a .py with its .ipynb"
     stored = _stored(path.with_suffix(".ipynb"))
     assert _cells(stored) == _cells(_read(path)), (
         f"{_rel(path)} and its .ipynb differ: run `python tools/execute.py {_rel(path)}`"
@@ -210,8 +197,7 @@ def test_title_cell_and_what_you_will_learn(path):
 def test_setup_cell_is_the_same_everywhere(path):
     setup = _read(path).cells[1]
     assert setup.cell_type == "code" and setup.source == SETUP, (
-        f"{_rel(path)}: the second cell must be the setup cell, exactly as tests/test_notebooks.py "
-        "SETUP has it"
+        f"{_rel(path)}: the second cell must be tests/test_notebooks.py's SETUP, byte for byte"
     )
     assert setup.metadata.get("tags") == ["nbval-ignore-output"], _rel(path)
 
@@ -224,20 +210,17 @@ def test_lesson_ends_with_what_it_showed_and_the_next_lesson(path):
         f"{_rel(path)}: the last cell must be markdown starting with {CLOSING[lang]!r}"
     )
     final = re.split(r"\n\s*\n", last.source.strip())[-1]
-    titles = _index_titles()
-    numbers = sorted(int(key[3:5]) for key in titles if key.startswith(lang))
-    if numbers and _number(path) == numbers[-1]:
+    number = f"{_number(path) + 1:02d}"
+    following = [(k, t) for k, t in _index_titles().items() if k.startswith(f"{lang}/{number}-")]
+    if not following:  # the last lesson (the index test finds a lesson the index lacks)
         assert final == BACK_TO_INDEX[lang], (
-            f"{_rel(path)}: the last lesson ends with {BACK_TO_INDEX[lang]!r}, not {final!r}"
+            f"{_rel(path)}: the index lists no {lang} lesson {number}, so this one ends with "
+            f"{BACK_TO_INDEX[lang]!r}, not {final!r}"
         )
         return
-    following = [
-        (k, t) for k, t in titles.items() if k.startswith(f"{lang}/{_number(path) + 1:02d}-")
-    ]
-    assert following, f"notebooks/README.md lists no {lang} lesson {_number(path) + 1:02d}"
     ((key, title),) = following
     short = title.split(TITLE_SHORT[lang])[0]
-    link = f"{NEXT[lang]}[{key[3:5]} – {short}]({key[3:]}.ipynb){AFTER_NEXT[lang]}"
+    link = NEXT[lang].format(f"{number} – {short}", key[3:])
     assert final.startswith(link), (
         f"{_rel(path)}: the last paragraph must start {link!r}, not {final[:80]!r}"
     )
@@ -255,8 +238,13 @@ _CODE_SPAN = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 _MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def _link_problems(path: Path, text: str) -> list[str]:
+@pytest.mark.parametrize("path", LESSON_SOURCES + DOCS, ids=_rel)
+def test_links_lead_somewhere_and_into_this_repository(path):
     """Colab and GitHub links name this repository; relative links lead to a file."""
+    assert path.is_file(), f"{_rel(path)} is missing"
+    text = (
+        "\n\n".join(_markdown(path)) if path.suffix == ".py" else path.read_text(encoding="utf-8")
+    )
     problems = []
     for url in _URL.findall(text):
         github = re.match(r"https://github\.com/([^/\s]+/[^/\s#]+)", url)
@@ -269,21 +257,9 @@ def _link_problems(path: Path, text: str) -> list[str]:
         elif github and github[1].lower().endswith("d2l-gpu") and github[1] != REPOSITORY:
             problems.append(f"{url} points at {github[1]}, not {REPOSITORY}")
     for target in _MD_LINK.findall(_CODE_SPAN.sub("", text)):
-        if (
-            not re.match(r"[a-z+]+:|#", target)
-            and not (path.parent / target.split("#")[0]).exists()
-        ):
+        relative = not re.match(r"[a-z+]+:|#", target)  # not an address, not an anchor
+        if relative and not (path.parent / target.split("#")[0]).exists():
             problems.append(f"the link ({target}) leads nowhere")
-    return problems
-
-
-@pytest.mark.parametrize("path", LESSON_SOURCES + DOCS, ids=_rel)
-def test_links_lead_somewhere_and_into_this_repository(path):
-    assert path.is_file(), f"{_rel(path)} is missing"
-    text = (
-        "\n\n".join(_markdown(path)) if path.suffix == ".py" else path.read_text(encoding="utf-8")
-    )
-    problems = _link_problems(path, text)
     assert not problems, f"{_rel(path)}: " + "; ".join(problems)
 
 
@@ -327,12 +303,8 @@ _COMMENT = re.compile(r"(?:^|\s)#\s?(.*)$", re.M)
 
 
 def _prose_words(text: str) -> float:
-    """Whitespace-separated words, plus half a word per Han character.
-
-    Two Han characters carry about one English word. Link targets are not prose; the
-    link text counts.
-    """
-    text = re.sub(r"\]\([^)]*\)", "]", text)
+    """Words, but half a word per Han character: two carry about one English word."""
+    text = re.sub(r"\]\([^)]*\)", "]", text)  # a link's text is prose, its target is not
     return len(_HAN.findall(text)) / 2 + len(_CJK.sub(" ", text).split())
 
 
@@ -369,11 +341,8 @@ def test_the_chapters_path_fits_its_word_cap(lang):
 def test_words_are_counted_as_a_reader_reads_them():
     code = "# First line\nx = 1  # after code\nname = 'ProfilerStep#1'\n    # indented"
     assert _comment_texts(code) == ["First line", "after code", "indented"]
-    assert [_prose_words(t) for t in ("Two words", "复制很慢", "用 `.to()` 复制，再相加。")] == [
-        2,
-        2,
-        4,
-    ]
+    assert _prose_words("Two words") == _prose_words("复制很慢") == 2
+    assert _prose_words("用 `.to()` 复制，再相加。") == 4
     assert _prose_words("[03 – Tensors](03-tensors-and-gpus.ipynb) next") == 4
 
 
@@ -408,16 +377,6 @@ def test_code_is_compared_without_its_comments():
     assert _without_comments('print("a")\n') != _without_comments('print("甲")\n')
 
 
-_ENGLISH = re.compile(r"[A-Za-z]{3,}\s+[A-Za-z]{2,}")  # two English words in a row
-
-
-@pytest.mark.parametrize("path", ZH_SOURCES, ids=_rel)
-def test_chinese_comments_are_chinese(path):
-    comments = [text for source in _code(path)[1:] for text in _comment_texts(source)]
-    english = [t for t in comments if _ENGLISH.search(t) and not _HAN.search(t)]
-    assert not english, f"{_rel(path)}: English comments: {english[:3]}"
-
-
 _MAGIC = re.compile(r"^\s*[%!]", re.M)
 _RETIRED = re.compile(r"D2L_DEVICE|\bENV_VAR\b")
 # Calls that create files. A lesson using one must work in a temporary folder.
@@ -425,13 +384,6 @@ _WRITES = re.compile(
     r"open\([^)]*['\"][wax]b?\+?['\"]|\.savefig\(|torch\.save\(|np\.save|\.write_(?:text|bytes)\("
     r"|\.to_csv\(|\.mkdir\(|os\.makedirs\("
 )
-
-
-def _docstrings(source: str) -> int:
-    nodes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, _DOCUMENTED)]
-    return sum(ast.get_docstring(n) is not None for n in nodes)
-
-
 _DOCUMENTED = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -448,7 +400,8 @@ def test_lesson_code_is_a_plain_script(path):
             continue
         if _MAGIC.search(source) or (i > 0 and "get_ipython" in source):
             problems.append(f"{where} uses IPython (a % or ! line, or get_ipython())")
-        if _docstrings(source):
+        nodes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, _DOCUMENTED)]
+        if any(ast.get_docstring(n) is not None for n in nodes):
             problems.append(f"{where} has a docstring (write a comment: zh translates it)")
     code, text = "\n".join(_code(path)), path.read_text(encoding="utf-8")
     if _WRITES.search(code) and "tempfile" not in code:
@@ -495,10 +448,8 @@ def test_stored_outputs_are_one_clean_run(path):
             where = f"cell {i + 1}"
             if output.get("output_type") == "error" or "Traceback (most recent call last)" in text:
                 problems.append(f"{where}: a traceback (catch the error and print one line)")
-            if len(text.splitlines()) > MAX_OUTPUT_LINES:
-                problems.append(
-                    f"{where}: {len(text.splitlines())} lines, at most {MAX_OUTPUT_LINES}"
-                )
+            if (lines := len(text.splitlines())) > MAX_OUTPUT_LINES:
+                problems.append(f"{where}: {lines} lines, at most {MAX_OUTPUT_LINES}")
             if found := _MACHINE_FOLDER.search(text):
                 problems.append(f"{where}: names a folder {found[0]!r}")
             if found := _REPR.search(text) or _PROFILER_LOG.search(text):
@@ -595,15 +546,6 @@ def _paragraphs(text: str) -> list[str]:
     return re.split(r"\n\s*\n", text)
 
 
-@pytest.mark.parametrize("path", ZH_SOURCES, ids=_rel)
-def test_chinese_lesson_follows_the_glossary(path):
-    """Markdown and code comments (but the setup cell's, the same in every lesson)."""
-    comments = [text for source in _code(path)[1:] for text in _comment_texts(source)]
-    paragraphs = [p for text in _markdown(path) for p in _paragraphs(text)]
-    problems = _glossary_problems(paragraphs, comments)
-    assert not problems, f"{_rel(path)}: " + "; ".join(problems)
-
-
 def _chinese_parts() -> dict[str, list[str]]:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.partition("\n## 中文简介\n")[2].partition("\n## ")[0]
@@ -614,18 +556,35 @@ def _chinese_parts() -> dict[str, list[str]]:
     }
 
 
-@pytest.mark.parametrize("part", ["README.md, 中文简介", "notebooks/README.md"])
-def test_chinese_in_the_readmes_follows_the_glossary(part):
-    paragraphs = _chinese_parts()[part]
-    assert paragraphs, f"{part}: no Chinese text found"
-    problems = _glossary_problems(paragraphs)
-    assert not problems, f"{part}: " + "; ".join(problems)
+def _chinese_prose(name: str) -> list[str]:
+    """The paragraphs of a zh lesson's markdown, of a README's Chinese part, or of a file."""
+    if name.endswith(".py"):
+        return [p for text in _markdown(ROOT / name) for p in _paragraphs(text)]
+    parts = _chinese_parts()
+    return parts[name] if name in parts else _paragraphs((ROOT / name).read_text("utf-8"))
+
+
+CHINESE = [*map(_rel, ZH_SOURCES), *_chinese_parts()]
+_ENGLISH = re.compile(r"[A-Za-z]{3,}\s+[A-Za-z]{2,}")  # two English words in a row
+
+
+@pytest.mark.parametrize("name", CHINESE)
+def test_chinese_follows_the_glossary_and_comments_are_chinese(name):
+    """A lesson's code comments too, but the setup cell's (the same in every lesson)."""
+    paragraphs = _chinese_prose(name)
+    assert paragraphs, f"{name}: no Chinese text found"
+    comments = []
+    if name.endswith(".py"):
+        comments = [text for source in _code(ROOT / name)[1:] for text in _comment_texts(source)]
+    problems = _glossary_problems(paragraphs, comments)
+    if english := [t for t in comments if _ENGLISH.search(t) and not _HAN.search(t)]:
+        problems.append(f"English comments: {english[:3]}")
+    assert not problems, f"{name}: " + "; ".join(problems)
 
 
 # A line break inside a Chinese paragraph renders as a space (Chromium, JupyterLab): after a
 # Han character or Chinese punctuation, a Han character stays on the same line.
 _BROKEN = re.compile(rf"(?:{_CJK.pattern}|[“”…])\n[ \t]*{_HAN.pattern}")
-GLOSSARY = "notebooks/zh/README.md"
 
 
 def _broken_lines(text: str) -> list[str]:
@@ -633,11 +592,9 @@ def _broken_lines(text: str) -> list[str]:
     return [re.sub(r"\n[ \t]*", "⏎", m) for m in _BROKEN.findall(text)]
 
 
-@pytest.mark.parametrize("name", [*map(_rel, ZH_SOURCES), *_chinese_parts(), GLOSSARY])
+@pytest.mark.parametrize("name", [*CHINESE, "notebooks/zh/README.md"])
 def test_no_line_break_inside_a_chinese_paragraph(name):
-    parts = _chinese_parts()
-    text = "\n\n".join(parts[name]) if name in parts else (ROOT / name).read_text("utf-8")
-    broken = _broken_lines("\n\n".join(_markdown(ROOT / name)) if name.endswith(".py") else text)
+    broken = _broken_lines("\n\n".join(_chinese_prose(name)))
     assert not broken, f"{name}: {len(broken)} line breaks a reader sees as spaces: {broken[:8]}"
 
 
