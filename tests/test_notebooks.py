@@ -1,9 +1,8 @@
 """The conventions every lesson keeps, checked by reading the files (nbval runs them).
 
 A lesson is a pair in ``notebooks/<lang>/``: ``NN-slug.py`` (py:percent, the file people
-edit) and ``NN-slug.ipynb`` (the same cells with the outputs of a CPU run). Lessons 01-07
-follow the book's section; from 08 on they go beyond it. Whatever lies in those folders
-is checked, so a new lesson is held to the same rules.
+edit) and ``NN-slug.ipynb`` (the same cells with the outputs of a CPU run). Whatever lies
+in those folders is checked, so a new lesson is held to the same rules.
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ from jupytext.config import load_jupytext_config  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 LANGUAGES = ("en", "zh")
-# The one place the repository's address lives: every Colab badge, the setup cell's
-# Colab install and every link into the repository must use it (a fork edits these
-# two lines and the files the tests then name).
+# The repository's one address: every Colab badge, the setup cell's install and every
+# link into the repository use it (a fork edits these two lines, then the files named).
 REPOSITORY = "d2l-gpu/d2l-gpu"
 BRANCH = "main"
 LESSON_SOURCES = sorted(p for lang in LANGUAGES for p in (NOTEBOOKS / lang).glob("*.py"))
@@ -174,7 +172,7 @@ def test_each_lesson_is_a_pair_with_the_same_content(path):
 
 
 @pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
-def test_title_cell_and_what_you_will_learn(path):
+def test_lesson_opens_with_its_title_cell_then_the_setup_cell(path):
     lang, name = path.parent.name, path.stem
     title = _index_titles().get(f"{lang}/{name}", "<not in notebooks/README.md>")
     expected = [f"# {title}", "", _badge(lang, name), "", GPU_LINE[lang]]
@@ -191,10 +189,6 @@ def test_title_cell_and_what_you_will_learn(path):
         assert BEYOND[lang] not in path.read_text(encoding="utf-8"), (
             f"{_rel(path)}: lessons 01-{CHAPTER_PATH:02d} follow the book; no beyond-the-book mark"
         )
-
-
-@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
-def test_setup_cell_is_the_same_everywhere(path):
     setup = _read(path).cells[1]
     assert setup.cell_type == "code" and setup.source == SETUP, (
         f"{_rel(path)}: the second cell must be tests/test_notebooks.py's SETUP, byte for byte"
@@ -654,11 +648,9 @@ def test_glossary_names_each_checked_term():
 def _limits(lesson: str) -> dict[str, dict]:
     """The LIMITS table that a lesson writes out in full, read as the literal it is."""
     tree = ast.parse((NOTEBOOKS / "en" / f"{lesson}.py").read_text(encoding="utf-8"))
+    assignments = [node for node in ast.walk(tree) if isinstance(node, ast.Assign)]
     tables = [
-        node.value
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Assign)
-        and [getattr(target, "id", "") for target in node.targets] == ["LIMITS"]
+        a.value for a in assignments if [getattr(t, "id", "") for t in a.targets] == ["LIMITS"]
     ]
     assert len(tables) == 1, f"{lesson}: {len(tables)} LIMITS tables, expected one"
     rows = zip(tables[0].keys, tables[0].values, strict=True)
