@@ -3,30 +3,30 @@ this process (a one-rank group) or on simulated machines."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
-import time
 from datetime import timedelta
 from pathlib import Path
+from subprocess import PIPE
 
 import pytest
 import torch
 import torch.distributed as dist
 
 from d2l_gpu import distributed
-from tests.simulate import simulate_machine
+from tests.simulate import Timeline, simulate_machine
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import gpu_check  # noqa: E402 (its end_all ends a job's ranks, as after its own torchrun step)
+
 DEMO = ROOT / "notebooks" / "scripts" / "all_reduce_demo.py"
-FAST = ["--timeout", "20", "--sizes", "8", "--repeats", "3"]
 DEVICE_LINE = re.compile(r"^rank (\d+)/(\d+): local rank (\d+), device (\S+), backend (\w+)", re.M)
 SUM_LINE = re.compile(r"^rank (\d+)/\d+: all_reduce\(sum\) = \[([^\]]*)\], checked$", re.M)
-JOB = "D2L_GPU_TEST_JOB"  # marks every process of a job, so that none outlives its test
-EXPECTED = [3.0, 6.0, 9.0, 12.0]  # rank r sends [1, 2, 3, 4] * (r + 1); two ranks
 
 
 def free_port() -> int:
@@ -36,64 +36,40 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _pids_marked(mark: str) -> list[int]:
-    """Processes whose environment holds ``mark``: torchrun starts each worker in a
-    session of its own, so ending torchrun's group would leave them running."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            if mark.encode() in (proc / "environ").read_bytes().split(b"\0"):
-                found.append(int(proc.name))
-        except OSError:  # gone, or another user's
-            pass
-    return found
-
-
-def run_job(nproc: int, args: list[str], tmp_path: Path, **env: str) -> tuple[int, str, str]:
-    """torchrun on 127.0.0.1 (the machine's own name may not resolve), with its temp
-    folder (torchrun leaves a torchelastic_* folder there) in ``tmp_path``."""
-    mark = f"{JOB}={tmp_path}"
+def run_demo(tmp_path: Path, *args: str, **env: str) -> tuple[str, set[tuple]]:
+    """The demo on two ranks under torchrun on 127.0.0.1 (the machine's own name may not
+    resolve), with its temp folder (torchrun leaves a torchelastic_* folder there) in
+    ``tmp_path``. Once the job ended well and both ranks summed right: its output, and
+    each rank's (rank, world size, local rank, device, backend)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "TORCHELASTIC_"))}
     clean = {k: v for k, v in clean.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1"]
-    command += ["--nproc-per-node", str(nproc), "--local-addr", "127.0.0.1"]
+    command += ["--nproc-per-node", "2", "--local-addr", "127.0.0.1"]
     command += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
-    proc = subprocess.Popen(
-        [*command, *args],
-        env={**clean, "TMPDIR": str(tmp_path), JOB: str(tmp_path), **env},
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    command += [str(DEMO), "--timeout", "20", "--sizes", "8", "--repeats", "3", *args]
+    env = {**clean, "TMPDIR": str(tmp_path), gpu_check.STEP: str(tmp_path), **env}
+    proc = subprocess.Popen(command, env=env, cwd=ROOT, stdout=PIPE, stderr=PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         out, err = "", "job still running after 60 s"
-    for pid in _pids_marked(mark):
-        os.kill(pid, signal.SIGKILL)
-    proc.wait()
-    return proc.returncode, out, err
-
-
-def _sums(out: str) -> dict[int, list[float]]:
-    return {int(r): [float(v) for v in vals.split(",")] for r, vals in SUM_LINE.findall(out)}
+    gpu_check.end_all(str(tmp_path))  # torchrun starts each rank in a session of its own
+    assert proc.wait() == 0, err
+    expected = [3.0, 6.0, 9.0, 12.0]  # rank r sends [1, 2, 3, 4] * (r + 1)
+    sums = {int(r): [float(v) for v in vals.split(",")] for r, vals in SUM_LINE.findall(out)}
+    assert sums == {0: expected, 1: expected}
+    return out, {(int(r), int(w), int(lr), d, b) for r, w, lr, d, b in DEVICE_LINE.findall(out)}
 
 
 def test_two_processes_on_gloo_sum_correctly_without_numpy_and_rank_0_times_them(tmp_path):
     """As in an environment with torch alone: process_group() swaps the ranks' device
     identities without pickling, which goes through Tensor.numpy()."""
     (tmp_path / "sitecustomize.py").write_text("import sys\n\nsys.modules['numpy'] = None\n")
-    rc, out, err = run_job(
-        2, [str(DEMO), "--backend", "gloo", *FAST], tmp_path, PYTHONPATH=str(tmp_path)
-    )
-    assert rc == 0, err
-    assert _sums(out) == {0: EXPECTED, 1: EXPECTED}
-    found = {(int(r), int(w), int(lr), d, b) for r, w, lr, d, b in DEVICE_LINE.findall(out)}
+    out, ranks = run_demo(tmp_path, "--backend", "gloo", PYTHONPATH=str(tmp_path))
     # Each rank on the device the helpers choose for its local rank on this machine:
     # cpu twice here, cuda:0 twice on one GPU, cuda:0 and cuda:1 on two.
     mine = [str(distributed.rank_device(local)) for local in (0, 1)]
-    assert found == {(0, 2, 0, mine[0], "gloo"), (1, 2, 1, mine[1], "gloo")}
+    assert ranks == {(0, 2, 0, mine[0], "gloo"), (1, 2, 1, mine[1], "gloo")}
     assert "median, IQR" in out
     calls = r"all_reduce: [\d,.]+ us fastest of 3 calls, median [\d,.]+ us, IQR [\d,.]+ us$"
     assert re.search(calls, out, re.M)
@@ -151,65 +127,54 @@ def test_local_rank_reads_torchrun_variable():
             distributed.local_rank({"LOCAL_RANK": bad})
 
 
+@pytest.mark.parametrize("kind", [None, "mps"])  # gloo and nccl cannot read MPS tensors
+def test_a_rank_without_a_cuda_gpu_computes_on_the_cpu(monkeypatch, kind):
+    simulate_machine(monkeypatch, kind, 1)
+    assert distributed.rank_device(1) == torch.device("cpu")
+
+
 @pytest.mark.parametrize(
-    ("kind", "count", "local", "expected"),
+    ("ranks", "used", "problems"),  # ranks: (LOCAL_RANK, UUIDs of the GPUs it sees) each
     [
-        ("cuda", 4, 1, "cuda:1"),  # one GPU per rank, by LOCAL_RANK
-        ("cuda", 1, 1, "cuda:0"),  # the launcher left each rank one GPU (CUDA_VISIBLE_DEVICES)
-        ("cuda", 2, 3, "cuda:1"),  # more ranks than GPUs: taken in turn, shared
-        (None, 0, 1, "cpu"),
-        ("mps", 1, 0, "cpu"),  # gloo and nccl cannot read MPS tensors
+        # Two torchrun launches on 127.0.0.1: both ranks have LOCAL_RANK 0 and see one GPU.
+        (
+            [(0, ["GPU-a"]), (0, ["GPU-a"])],
+            ["GPU-a", "GPU-a"],
+            ["ranks 0, 1 share one GPU (GPU-a)"],
+        ),
+        (  # more processes than GPUs: taken in turn, shared
+            [(r, ["GPU-a", "GPU-b"]) for r in range(3)],
+            ["GPU-a", "GPU-b", "GPU-a"],
+            ["ranks 0, 2 share one GPU (GPU-a)"],
+        ),
+        # One GPU per rank: the launcher left each rank its own (CUDA_VISIBLE_DEVICES), or
+        # each sees all and takes the one of its LOCAL_RANK.
+        ([(0, ["GPU-a"]), (1, ["GPU-b"])], ["GPU-a", "GPU-b"], []),
+        ([(0, ["GPU-a", "GPU-b"]), (1, ["GPU-a", "GPU-b"])], ["GPU-a", "GPU-b"], []),
     ],
 )
-def test_rank_device_on_a_simulated_machine(monkeypatch, kind, count, local, expected):
-    simulate_machine(monkeypatch, kind, count)
-    assert distributed.rank_device(local) == torch.device(expected)
-
-
-def _simulated_job(monkeypatch, ranks: list[tuple[int, list[str]]]) -> list[str]:
-    """Each rank's device identity, for ranks given as (LOCAL_RANK, UUIDs of the GPUs it sees)."""
-    identities = []
+def test_a_simulated_job_uses_nccl_when_each_rank_has_a_gpu_of_its_own(
+    monkeypatch, ranks, used, problems
+):
+    found = []
     for local, uuids in ranks:
-        simulate_machine(monkeypatch, "cuda" if uuids else None, len(uuids))
+        simulate_machine(monkeypatch, "cuda", len(uuids))
 
         def properties(device, uuids=uuids):
             return type("Props", (), {"uuid": uuids[torch.device(device).index]})
 
         monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
-        identities.append(distributed.device_identity(distributed.rank_device(local)))
-    return identities
-
-
-def test_two_launches_on_one_gpu_machine_share_the_gpu_and_use_gloo(monkeypatch):
-    # Two torchrun launches on 127.0.0.1: both ranks have LOCAL_RANK 0 and see the same GPU.
-    identities = _simulated_job(monkeypatch, [(0, ["GPU-a"]), (0, ["GPU-a"])])
-    assert identities == ["cuda GPU-a", "cuda GPU-a"]
-    assert distributed.choose_backend(identities) == "gloo"
-    assert distributed.nccl_problems(identities) == ["ranks 0, 1 share one GPU (GPU-a)"]
-    with pytest.raises(RuntimeError, match=r"ranks 0, 1 share one GPU \(GPU-a\); accepted here"):
-        distributed.choose_backend(identities, "nccl")
-
-
-def test_more_processes_than_gpus_share_them_and_use_gloo(monkeypatch):
-    gpus = ["GPU-a", "GPU-b"]
-    identities = _simulated_job(monkeypatch, [(r, gpus) for r in range(3)])
-    assert distributed.nccl_problems(identities) == ["ranks 0, 2 share one GPU (GPU-a)"]
-    assert distributed.choose_backend(identities) == "gloo"
-
-
-def test_one_gpu_per_rank_uses_nccl_also_when_each_rank_sees_only_its_own(monkeypatch):
-    per_rank_visible = _simulated_job(monkeypatch, [(0, ["GPU-a"]), (1, ["GPU-b"])])
-    all_visible = _simulated_job(monkeypatch, [(0, ["GPU-a", "GPU-b"]), (1, ["GPU-a", "GPU-b"])])
-    assert per_rank_visible == all_visible == ["cuda GPU-a", "cuda GPU-b"]
-    assert distributed.choose_backend(all_visible) == "nccl"
-    assert distributed.choose_backend(all_visible, "gloo") == "gloo"
+        found.append(distributed.device_identity(distributed.rank_device(local)))
+    assert found == [f"cuda {uuid}" for uuid in used]  # the GPU each rank computes on
+    assert distributed.nccl_problems(found) == problems
+    assert distributed.choose_backend(found) == ("gloo" if problems else "nccl")
 
 
 @pytest.mark.parametrize(
     ("identities", "requested", "backend"),
     [
-        (["cuda GPU-a", "cuda GPU-b"], "auto", "nccl"),
         (["cuda GPU-a", "cpu"], "auto", "gloo"),
+        (["cuda GPU-a", "cuda GPU-b"], "gloo", "gloo"),
         (["cpu", "cpu"], "gloo", "gloo"),
         (["cuda GPU-a"], "nccl", "nccl"),
     ],
@@ -221,38 +186,30 @@ def test_choose_backend(identities, requested, backend):
 def test_choose_backend_explains_what_it_refuses():
     with pytest.raises(RuntimeError, match=r"but rank 1 has no CUDA device; accepted here"):
         distributed.choose_backend(["cuda GPU-a", "cpu"], "nccl")
+    with pytest.raises(RuntimeError, match=r"ranks 0, 1 share one GPU \(GPU-a\); accepted here"):
+        distributed.choose_backend(["cuda GPU-a", "cuda GPU-a"], "nccl")
     with pytest.raises(ValueError, match=r"'mpi'; accepted: 'auto', 'gloo', 'nccl'"):
         distributed.choose_backend(["cpu"], "mpi")
     with pytest.raises(ValueError, match="at least one rank"):
         distributed.choose_backend([])
 
 
-def _load_demo():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("all_reduce_demo", DEMO)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)  # as a module, not __main__: no launch hint, no exit
-    return module
-
-
 def test_demo_times_each_all_reduce_after_a_barrier_until_the_gpu_is_done(monkeypatch):
     """On a simulated GPU where an all_reduce queues 10 ms of work and returns at once;
     two sizes take turns, so that a busy spell on the machine slows both alike."""
-    demo = _load_demo()
+    spec = importlib.util.spec_from_file_location("all_reduce_demo", DEMO)
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)  # as a module, not __main__: no launch hint, no exit
     simulate_machine(monkeypatch, "cuda", 1)
-    events, queued = [], []
+    clock, events = Timeline(monkeypatch), []
 
     def synchronize(device=None):
         events.append(f"wait {torch.device(device)}")
-        end = time.perf_counter() + sum(queued)
-        queued.clear()
-        while time.perf_counter() < end:
-            pass
+        clock.sync()
 
     def all_reduce(tensor, group=None):
         events.append(f"all_reduce {tensor.numel()}")
-        queued.append(0.01)
+        clock.launch(0.01)
 
     monkeypatch.setattr(torch.accelerator, "synchronize", synchronize)
     monkeypatch.setattr(dist, "barrier", lambda group=None: events.append("barrier"))
@@ -264,22 +221,18 @@ def test_demo_times_each_all_reduce_after_a_barrier_until_the_gpu_is_done(monkey
     one_round = ["barrier", "wait cuda:0", "all_reduce 4", "wait cuda:0"]
     one_round += ["barrier", "wait cuda:0", "all_reduce 8", "wait cuda:0"]
     assert events == ["wait cuda:0"] * 2 + one_round * 12
-    assert [len(t) for t in times] == [2, 2] and all(t >= 0.01 for t in times[0] + times[1])
+    assert times == [[pytest.approx(0.01)] * 2] * 2
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
 def test_nccl_on_two_gpus(tmp_path):
-    rc, out, err = run_job(2, [str(DEMO), *FAST], tmp_path)
-    assert rc == 0, err
-    assert _sums(out) == {0: EXPECTED, 1: EXPECTED}
-    found = {(int(r), d, b) for r, _, _, d, b in DEVICE_LINE.findall(out)}
-    assert found == {(0, "cuda:0", "nccl"), (1, "cuda:1", "nccl")}
+    _, ranks = run_demo(tmp_path)
+    assert ranks == {(0, 2, 0, "cuda:0", "nccl"), (1, 2, 1, "cuda:1", "nccl")}
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_two_ranks_on_one_gpu_use_gloo_instead_of_failing(tmp_path):
-    rc, out, err = run_job(2, [str(DEMO), *FAST], tmp_path, CUDA_VISIBLE_DEVICES="0")
-    assert rc == 0, err
-    assert sorted((d, b) for *_, d, b in DEVICE_LINE.findall(out)) == [("cuda:0", "gloo")] * 2
+    _, ranks = run_demo(tmp_path, CUDA_VISIBLE_DEVICES="0")
+    assert ranks == {(0, 2, 0, "cuda:0", "gloo"), (1, 2, 1, "cuda:0", "gloo")}
