@@ -1,10 +1,9 @@
 """On Colab the setup cell installs d2l_gpu from git and keeps Colab's own torch.
 
-Offline, in two halves: the setup cell (the same in every lesson, tests/test_notebooks.py
-holds them to SETUP) run under a pretend Colab asks for exactly one install, this
-repository with --no-deps; and that install, pointed at a local clone instead of
-GitHub, puts d2l_gpu alone into a fresh environment, where it imports against a torch
-that was there already (as Colab's is).
+Offline, in two halves. Under a pretend Colab the setup cell (every lesson's, held to
+SETUP by tests/test_notebooks.py) asks for exactly one install: this repository, with
+--no-deps. That install, from a local clone instead of GitHub, puts d2l_gpu alone into a
+fresh environment, where it imports against a torch that was there already (as on Colab).
 """
 
 import os

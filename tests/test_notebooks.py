@@ -312,23 +312,19 @@ def _words(path: Path) -> float:
     return _prose_words("\n".join(_markdown(path) + comments))
 
 
-@pytest.mark.parametrize("path", LESSON_SOURCES, ids=_rel)
-def test_lesson_fits_its_word_cap(path):
-    cap = MAX_WORDS["beyond" if _beyond(path) else "chapter"]
-    words = _words(path)
+@pytest.mark.parametrize("name", [*map(_rel, LESSON_SOURCES), *LANGUAGES])
+def test_prose_fits_its_word_cap(name):
+    """Each lesson, and each language's lessons 01-07 together (the chapter's path)."""
+    if name in LANGUAGES:
+        lessons = [p for p in LESSON_SOURCES if p.parent.name == name and not _beyond(p)]
+        cap = MAX_CHAPTER_WORDS
+    else:
+        lessons = [ROOT / name]
+        cap = MAX_WORDS["beyond" if _beyond(lessons[0]) else "chapter"]
+    words = sum(_words(p) for p in lessons)
     assert words <= cap, (
-        f"{_rel(path)}: {words:.0f} words of prose (markdown and code comments; two Han "
+        f"{name}: {words:.0f} words of prose (markdown and code comments; two Han "
         f"characters count as one word), at most {cap}"
-    )
-
-
-@pytest.mark.parametrize("lang", LANGUAGES)
-def test_the_chapters_path_fits_its_word_cap(lang):
-    path = [p for p in LESSON_SOURCES if p.parent.name == lang and not _beyond(p)]
-    words = sum(_words(p) for p in path)
-    assert words <= MAX_CHAPTER_WORDS, (
-        f"{lang} lessons 01-{CHAPTER_PATH:02d} hold {words:.0f} words together, "
-        f"at most {MAX_CHAPTER_WORDS}"
     )
 
 
