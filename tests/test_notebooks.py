@@ -281,7 +281,7 @@ def test_readme_lists_every_lesson_and_fits_8000_characters():
                if f"]({_rel(p.with_suffix('.ipynb'))})" not in readme]  # fmt: skip
     assert not missing, "README.md does not link " + ", ".join(missing)
     assert len(readme) <= 8000, f"README.md has {len(readme)} characters, at most 8,000"
-    section = readme.partition("\n## 中文简介\n")[2].partition("\n## ")[0]
+    section = "\n\n".join(_chinese_prose("README.md"))
     shorts = [t.split(TITLE_SHORT["zh"])[0] for k, t in _index_titles().items() if k[:2] == "zh"]
     missing = [f"“{t}”" for t in shorts[CHAPTER_PATH:] if f"“{t}”" not in section]
     assert f"{GROUP['zh']}" in section and not missing, (
@@ -509,6 +509,7 @@ _GPU_MEMORY = re.compile(r"(?:GPU|显卡)\s*(?:的|上的)?\s*内存")
 _HALF_WIDTH = re.compile(r"[\u4e00-\u9fff][,;:!?()]|[,;:!?()][\u4e00-\u9fff]")
 _TYPOGRAPHY = re.compile(r"\d %|\d ?[x*] ?\d")  # 25%, and 100 × 100 for sizes
 _INLINE_CODE = re.compile(r"`[^`]*`|\]\([^)]*\)")
+_FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 
 
 def _glossary_problems(paragraphs: list[str], comments: list[str] = ()) -> list[str]:
@@ -536,25 +537,17 @@ def _paragraphs(text: str) -> list[str]:
     return re.split(r"\n\s*\n", text)
 
 
-def _chinese_parts() -> dict[str, list[str]]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.partition("\n## 中文简介\n")[2].partition("\n## ")[0]
-    index = [p for p in _paragraphs(_index()) if _HAN.search(p)]
-    return {
-        "README.md, 中文简介": _paragraphs(section) if section.strip() else [],
-        "notebooks/README.md": index,
-    }
-
-
 def _chinese_prose(name: str) -> list[str]:
-    """The paragraphs of a zh lesson's markdown, of a README's Chinese part, or of a file."""
+    """A zh lesson's markdown paragraphs; a file's Chinese ones (README.md: its 中文简介)."""
     if name.endswith(".py"):
         return [p for text in _markdown(ROOT / name) for p in _paragraphs(text)]
-    parts = _chinese_parts()
-    return parts[name] if name in parts else _paragraphs((ROOT / name).read_text("utf-8"))
+    text = _FENCE.sub("", (ROOT / name).read_text(encoding="utf-8"))  # code is not prose
+    if name == "README.md":
+        text = text.partition("\n## 中文简介\n")[2].partition("\n## ")[0]
+    return [p for p in _paragraphs(text) if _HAN.search(p)]
 
 
-CHINESE = [*map(_rel, ZH_SOURCES), *_chinese_parts()]
+CHINESE = [*map(_rel, ZH_SOURCES), "README.md", "notebooks/README.md"]
 _ENGLISH = re.compile(r"[A-Za-z]{3,}\s+[A-Za-z]{2,}")  # two English words in a row
 
 
@@ -578,7 +571,7 @@ _BROKEN = re.compile(rf"(?:{_CJK.pattern}|[“”…])\n[ \t]*{_HAN.pattern}")
 
 
 def _broken_lines(text: str) -> list[str]:
-    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)  # code keeps its lines
+    text = _FENCE.sub("", text)  # code keeps its lines
     return [re.sub(r"\n[ \t]*", "⏎", m) for m in _BROKEN.findall(text)]
 
 
