@@ -79,7 +79,8 @@ def test_the_colab_install_adds_d2l_gpu_alone_and_imports_against_the_torch_ther
     # Without PYTHONPATH: a checkout on it (its d2l_gpu.egg-info) would pass for an install.
     alone = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     pip = [sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check"]
-    install = _run(*pip, "install", "--no-index", "--no-build-isolation", *arguments, env=alone)
+    uncached = {**alone, "PIP_NO_CACHE_DIR": "1"}  # the wheel it builds stays out of ~/.cache
+    install = _run(*pip, "install", "--no-index", "--no-build-isolation", *arguments, env=uncached)
     for path in lent:
         path.unlink()
     assert install.returncode == 0, install.stdout + install.stderr
