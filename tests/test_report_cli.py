@@ -193,7 +193,9 @@ def test_output_that_cannot_be_written_is_one_line_or_none_for_a_closed_pipe(com
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     shell = ["sh", "-c", f'exec "$0" -m d2l_gpu {command}', sys.executable]
     try:
-        done = subprocess.run(shell, stdout=write, stderr=subprocess.PIPE, text=True, env=env)
+        done = subprocess.run(
+            shell, stdout=write, stderr=subprocess.PIPE, text=True, env=env, timeout=120
+        )
     finally:
         os.close(write)
     assert done.returncode == 1
