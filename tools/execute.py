@@ -58,7 +58,7 @@ def what_runs_here() -> dict[str, str]:
     return {"device": device, "torch": torch.__version__, "date": today}
 
 
-def execute(source: Path, executed: dict[str, str], timeout: int = 120) -> Path:
+def execute(source: Path, timeout: int = 120) -> Path:
     config = load_jupytext_config(str(source.parent.resolve()))
     notebook = jupytext.read(source, config=config)
     notebook.metadata.get("jupytext", {}).pop("text_representation", None)
@@ -79,7 +79,7 @@ def execute(source: Path, executed: dict[str, str], timeout: int = 120) -> Path:
         if hasattr(client, "_async_cleanup_kernel_future"):  # set by that handler alone
             raise KeyboardInterrupt from None
         raise
-    notebook.metadata["executed"] = executed
+    notebook.metadata["executed"] = what_runs_here()  # after the run: a stopped one needs no torch
     jupytext.write(notebook, target, fmt="ipynb", config=config)
     return target
 
@@ -90,11 +90,10 @@ def main(paths: list[str]) -> int:
         print(__doc__.strip(), file=sys.stderr)
         return 2
     os.environ["PYTHONHASHSEED"] = "0"  # kernels inherit it: set ordering stays the same
-    executed = what_runs_here()
     for source in sources:
         signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C (nbclient resets it)
         try:
-            print(f"executed {execute(source, executed)}")
+            print(f"executed {execute(source)}")
         except KeyboardInterrupt:
             print(f"interrupted: {source.with_suffix('.ipynb')} not written", file=sys.stderr)
             return 1
