@@ -199,19 +199,9 @@ def test_the_page_refuses_a_broken_manifest_in_one_line_naming_it(tmp_path, chan
     assert re.fullmatch(f"{re.escape(str(where))}: [^\n]*{said}[^\n]*", str(refused.value))
 
 
-def test_the_gpu_page_is_today_s_and_quotes_only_key_results_whose_code_is_today_s():
+def test_the_gpu_page_is_the_one_render_writes_from_today_s_lessons():
     # A lesson whose code changed makes the page's "as run" counts stale until it is regenerated.
+    # What render() writes (counts, "an older version ran", key results of today's code only)
+    # is held by the fabricated-report tests above.
     page = (ROOT / "notebooks/gpu/README.md").read_text(encoding="utf-8")
     assert publish_gpu.render() == page, "stale: regenerate it with python tools/publish_gpu.py"
-    for folder, manifest in publish_gpu.machines():
-        for name, file in manifest["lessons"].items():
-            ran = nbformat.read(folder / file, as_version=4)
-            lesson = nbformat.read(ROOT / f"notebooks/{name}.ipynb", as_version=4)
-            today = [publish_gpu.code(c) for c in lesson.cells if c.cell_type == "code"]
-            row = page.split(f"]({folder.name}/{file})", 1)[1].split("|", 1)[0]
-            changed = sorted(today) != sorted(publish_gpu.code_cells(ran))
-            assert (row == ", an older version ran ") == changed, (name, row)
-            for cell in (c for c in ran.cells if "key-result" in c.metadata.get("tags", [])):
-                text = "".join(o.get("text", "") for o in cell.outputs).strip().splitlines()
-                quoted = "\n".join(text[: publish_gpu.KEY_LINES]) in page
-                assert quoted == (publish_gpu.code(cell) in today), (name, text[:1])
