@@ -99,3 +99,15 @@ def served(site: Path, tmp_path_factory) -> Iterator[str]:
         threading.Thread(target=server.serve_forever, daemon=True).start()
         yield f"http://127.0.0.1:{server.server_address[1]}/d2l-gpu"
         server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Debian's Chromium, driven by Playwright, for the tests of one module."""
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.fail(f"no {CHROMIUM}: sudo apt-get install chromium", pytrace=False)
+    # Here, not at the top: `make test` reads this file too, and lacks the browser extra.
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        yield playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)

@@ -1,18 +1,15 @@
 """A reader's session in `make lab`, in headless Chromium: the index first, then a lesson's
 .py opened from the file browser, every cell run, saved as a pair."""
 
-import os
 import re
 import time
 
 import jupytext
 import nbformat
 import psutil
-import pytest
 from jupytext.config import load_jupytext_config
-from playwright.sync_api import sync_playwright
 
-from tests.browser.conftest import ARGS, CHROMIUM, get
+from tests.browser.conftest import get
 
 LESSON = ("en", "02-computing-devices.py")
 
@@ -32,49 +29,44 @@ def test_the_server_wants_its_token_listens_on_loopback_and_serves_notebooks_onl
     assert listening == {"127.0.0.1"}, f"listening on {listening}"
 
 
-def test_a_lesson_opens_runs_and_saves_as_a_pair(lab):
+def test_a_lesson_opens_runs_and_saves_as_a_pair(lab, browser):
     base, token, root = lab
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"no {CHROMIUM}: sudo apt-get install chromium", pytrace=False)
     script = root.joinpath(*LESSON)
     notebook = script.with_suffix(".ipynb")
     source = script.read_text(encoding="utf-8")
     written = [p.stat().st_mtime_ns for p in (script, notebook)]
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(60_000)
-        page.goto(f"{base}/?token={token}")  # where `make lab` opens the browser
-        page.locator(".jp-MarkdownViewer .jp-RenderedMarkdown").first.wait_for()  # the index
-        for name in LESSON:  # down the file browser, as a reader goes
-            item = page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{name}$"))
-            item.dblclick()
-        panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
-        panel.locator(".jp-OutputArea-output").first.wait_for()  # the stored outputs
-        status = panel.locator(".jp-Notebook-ExecutionIndicator")
-        page.wait_for_function(
-            "() => document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
-            ".jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle'"
-        )
-        assert page.locator(".jp-Dialog").count() == 0, "a dialog asked something"
-        panel.locator(".jp-Notebook").click()
-        menu(page, "Edit", "Clear Outputs of All Cells")  # so the counts below are this run's
-        menu(page, "Run", "Run All Cells")
-        # Done when the notebook has been idle for 3 s (cells off screen are not drawn, so
-        # their prompts cannot be read); the saved file shows whether every cell ran.
-        deadline, idle_since = time.monotonic() + 120, None
-        while time.monotonic() < deadline:
-            if status.get_attribute("data-status") != "idle":
-                idle_since = None
-            elif time.monotonic() - (idle_since := idle_since or time.monotonic()) > 3:
-                break
-            time.sleep(0.5)
-        page.keyboard.press("Control+s")
-        page.wait_for_function(
-            "() => !document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current')"
-            ".classList.contains('jp-mod-dirty')"
-        )
-        browser.close()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    page.goto(f"{base}/?token={token}")  # where `make lab` opens the browser
+    page.locator(".jp-MarkdownViewer .jp-RenderedMarkdown").first.wait_for()  # the index
+    for name in LESSON:  # down the file browser, as a reader goes
+        item = page.locator(".jp-DirListing-itemText", has_text=re.compile(f"^{name}$"))
+        item.dblclick()
+    panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    panel.locator(".jp-OutputArea-output").first.wait_for()  # the stored outputs
+    status = panel.locator(".jp-Notebook-ExecutionIndicator")
+    page.wait_for_function(
+        "() => document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) "
+        ".jp-Notebook-ExecutionIndicator')?.dataset.status === 'idle'"
+    )
+    assert page.locator(".jp-Dialog").count() == 0, "a dialog asked something"
+    panel.locator(".jp-Notebook").click()
+    menu(page, "Edit", "Clear Outputs of All Cells")  # so the counts below are this run's
+    menu(page, "Run", "Run All Cells")
+    # Done when the notebook has been idle for 3 s (cells off screen are not drawn, so
+    # their prompts cannot be read); the saved file shows whether every cell ran.
+    deadline, idle_since = time.monotonic() + 120, None
+    while time.monotonic() < deadline:
+        if status.get_attribute("data-status") != "idle":
+            idle_since = None
+        elif time.monotonic() - (idle_since := idle_since or time.monotonic()) > 3:
+            break
+        time.sleep(0.5)
+    page.keyboard.press("Control+s")
+    page.wait_for_function(
+        "() => !document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current')"
+        ".classList.contains('jp-mod-dirty')"
+    )
 
     now = [p.stat().st_mtime_ns for p in (script, notebook)]
     assert all(a != b for a, b in zip(now, written, strict=True)), "the pair was not saved"

@@ -4,15 +4,13 @@ the pages need (scripts, stylesheets, fonts) comes from anywhere but the site. T
 /d2l-gpu/ as GitHub Pages serves it: on a phone, in dark mode, an English search, a code cell's
 copy button, and axe-core's accessibility rules."""
 
-import os
 import re
 
 import nbformat
 import pytest
 from axe_playwright_python.sync_playwright import Axe
-from playwright.sync_api import sync_playwright
 
-from tests.browser.conftest import ARGS, CHROMIUM, REPOSITORY
+from tests.browser.conftest import REPOSITORY
 
 LESSON = "04-asynchrony-and-transfers"
 BADGE = re.compile(r"\]\((https://colab\.research\.google\.com/github/[^)]+)\)")
@@ -74,14 +72,6 @@ CONTRAST = """a => {  // WCAG's contrast ratio of a link's text on the opaque ba
     .sort((x, y) => y - x);
   return (high + 0.05) / (low + 0.05);
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"no {CHROMIUM}: sudo apt-get install chromium", pytrace=False)
-    with sync_playwright() as playwright:
-        yield playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
 
 
 def _read(browser, url: str, requests: list | None = None, **options):
