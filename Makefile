@@ -87,7 +87,7 @@ site: $(STAMP) ## build the lessons as a website in build/site/ (English and Chi
 
 constraints: ## re-pin constraints.txt from a fresh resolve (then review the diff)
 	rm -rf $(VENV)-pin && $(PYTHON) -m venv $(VENV)-pin
-	$(VENV)-pin/bin/pip install --quiet torch==2.13.0 -e '.[dev,browser,site]'
+	$(VENV)-pin/bin/pip install --quiet torch==2.13.0 -e '.[dev,notebooks,browser,site]'
 	{ sed -n '1,2p' constraints.txt; $(VENV)-pin/bin/pip freeze --exclude-editable \
 	    | sed 's/^torch==\([0-9.]*\)+.*/torch==\1/'; } > constraints.new
 	mv constraints.new constraints.txt && rm -rf $(VENV)-pin

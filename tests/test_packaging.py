@@ -33,11 +33,15 @@ def test_environment_yml_asks_for_what_pyproject_asks_for():
     assert conda == dict(_name_and_spec(r) for r in wanted)
 
 
-def test_torch_is_a_range_for_users_and_pinned_for_make():
+def test_torch_is_a_range_for_users_and_every_extra_pinned_for_make():
     assert PYPROJECT["project"]["dependencies"] == ["torch>=2.6", "setuptools"]  # benchmark()
     pins = (ROOT / "constraints.txt").read_text(encoding="utf-8").splitlines()
     assert "torch==2.13.0" in pins
     assert all("+" not in line for line in pins if not line.startswith("#"))
+    pinned = {_name_and_spec(line.split("==")[0])[0] for line in pins if "==" in line}
+    for extra in PYPROJECT["project"]["optional-dependencies"].values():  # make lab, site, ...
+        wanted = {_name_and_spec(r)[0] for r in extra if not r.startswith("d2l-gpu")}
+        assert wanted <= pinned, f"not in constraints.txt: {wanted - pinned}"
 
 
 def test_import_adds_nothing_heavy_to_what_torch_loads():
