@@ -1,17 +1,28 @@
 """Pretend this machine has other accelerators, and a clock and GPU stream that move
-only by what the code under test does, by monkeypatching torch's queries.
+only by what the code under test does, by monkeypatching torch's queries; or that a
+child Python lacks some packages.
 
 Good for testing the helpers' logic; no evidence that GPU code works.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
 from d2l_gpu import devices, timing
+
+
+def python_without(folder: Path, modules: list[str]) -> dict[str, str]:
+    """The environment of a child Python that cannot import ``modules`` (a sitecustomize
+    in ``folder`` hides them) and does not autoload pytest's plugins, as on a bare box."""
+    (folder / "sitecustomize.py").write_text(
+        f"import sys\nsys.modules.update(dict.fromkeys({modules}))"
+    )
+    return {"PYTHONPATH": str(folder), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
 
 
 def simulate_machine(monkeypatch: pytest.MonkeyPatch, kind: str | None, count: int) -> None:

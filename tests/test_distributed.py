@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 
 from d2l_gpu import distributed
-from tests.simulate import Timeline, simulate_machine
+from tests.simulate import Timeline, python_without, simulate_machine
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -64,8 +64,7 @@ def run_demo(tmp_path: Path, *args: str, **env: str) -> tuple[str, set[tuple]]:
 def test_two_processes_on_gloo_sum_correctly_without_numpy_and_rank_0_times_them(tmp_path):
     """As in an environment with torch alone: process_group() swaps the ranks' device
     identities without pickling, which goes through Tensor.numpy()."""
-    (tmp_path / "sitecustomize.py").write_text("import sys\n\nsys.modules['numpy'] = None\n")
-    out, ranks = run_demo(tmp_path, "--backend", "gloo", PYTHONPATH=str(tmp_path))
+    out, ranks = run_demo(tmp_path, "--backend", "gloo", **python_without(tmp_path, ["numpy"]))
     # Each rank on the device the helpers choose for its local rank on this machine:
     # cpu twice here, cuda:0 twice on one GPU, cuda:0 and cuda:1 on two.
     mine = [str(distributed.rank_device(local)) for local in (0, 1)]

@@ -18,6 +18,7 @@ import torch
 
 from d2l_gpu import report as d2l_report
 from d2l_gpu.report import listed_gpus
+from tests.simulate import python_without
 
 # A bare GPU box has no Jupyter: these tests skip there, and the gpu tests elsewhere run.
 nbformat = pytest.importorskip("nbformat", reason="the tools' tests read notebooks")
@@ -107,21 +108,13 @@ def test_gpu_check_stops_plainly_when_torch_cannot_see_the_listed_gpu(tmp_path):
     assert not (report / "executed").exists(), "nothing runs on the CPU in the GPU's place"
 
 
-def without(tmp_path: Path, modules: list[str]) -> dict[str, str]:
-    """The environment of a Python that lacks `modules` and pytest's plugins."""
-    (tmp_path / "sitecustomize.py").write_text(
-        f"import sys\nsys.modules.update(dict.fromkeys({modules}))"
-    )
-    return {"PYTHONPATH": str(tmp_path), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-
-
 @pytest.mark.skipif(TORCH_SEES_A_GPU or listed_gpus(), reason="this machine has a GPU")
 def test_gpu_check_on_a_cpu_machine_says_so_runs_what_it_can_and_reports(
     tmp_path, monkeypatch, capsys
 ):
     # Its steps lack Jupytext, as a box with CONTRIBUTING.md's wheels does: the gpu tests
     # must still be collected and run.
-    for name, value in without(tmp_path, ["jupytext"]).items():
+    for name, value in python_without(tmp_path, ["jupytext"]).items():
         monkeypatch.setenv(name, value)
     lessons, report = tmp_path / "en", tmp_path / "report"
     lessons.mkdir()
@@ -150,7 +143,7 @@ def steps(report: Path) -> dict[str, str]:
 
 @pytest.mark.skipif(TORCH_SEES_A_GPU or listed_gpus(), reason="this machine has a GPU")
 def test_gpu_check_on_a_bare_box_runs_the_gpu_tests_and_says_what_the_lessons_need(tmp_path):
-    bare = without(
+    bare = python_without(
         tmp_path, ["nbclient", "nbformat", "ipykernel", "jupytext", "jupyterlab", "nbval"]
     )
     lessons = ["notebooks/en/01-*.ipynb", "notebooks/zh/01-*.ipynb"]
