@@ -14,6 +14,10 @@ LAB_OPTIONS ?=
 # gpu-check needs a Python whose torch sees the GPU: the venv's when there is one.
 GPU_PYTHON ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 GPU_REPORT ?= build/gpu-check
+# pip would byte-compile all 8,800 installed modules (30 s); Python compiles the 3,800 a run
+# imports on first use and keeps them, here even where the environment says not to.
+unexport PYTHONDONTWRITEBYTECODE
+PIP_INSTALL := $(PY) -m pip install --quiet --no-compile -c constraints.txt -e
 
 .DEFAULT_GOAL := help
 .PHONY: help install lab test unit lint format sync execute gpu-check gpu-publish \
@@ -25,17 +29,16 @@ help: ## list the targets
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PIP_INSTALL) '.[dev]'
 	touch $@
 
 install: $(STAMP) ## create or refresh .venv with the pinned versions (constraints.txt)
 
-# JupyterLab with the settings in jupyter-config/ (a .py opens as a notebook, no news):
-# 127.0.0.1 only, Jupyter's own token, nothing served outside notebooks/. JupyterLab (the
-# 'notebooks' extra) is installed on first use: make test runs the lessons without it.
+# JupyterLab as jupyter-config/ sets it (a .py opens as a notebook, no news): 127.0.0.1 only,
+# Jupyter's own token, notebooks/ only. Its 'notebooks' extra is installed on first use.
 lab: $(STAMP) ## open the lessons in JupyterLab, the index first
 	$(PY) -c 'import jupyterlab' 2>/dev/null || \
-	    $(PY) -m pip install -q -c constraints.txt -e '.[notebooks]'
+	    $(PIP_INSTALL) '.[notebooks]'
 	JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config" $(VENV)/bin/jupyter lab \
 	    --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(LAB_ROOT) \
 	    --LabApp.default_url=/lab/tree/README.md \
@@ -73,7 +76,7 @@ gpu-publish: $(STAMP) ## publish a gpu-check report in notebooks/gpu/ and its RE
 
 test-browser: $(STAMP) ## headless Chromium: a lesson run and saved in JupyterLab; the site read
 	$(PY) -c 'import playwright, axe_playwright_python, jupyterlab, $(SITE_MODULES)' 2>/dev/null || \
-	    $(PY) -m pip install -q -c constraints.txt -e '.[browser,notebooks,site]'
+	    $(PIP_INSTALL) '.[browser,notebooks,site]'
 	$(PY) -m pytest -q -p no:cacheprovider tests/browser
 
 # The lessons as a website, from their stored outputs (site/build.py; the packages of the
@@ -82,7 +85,7 @@ SITE_NOTEBOOKS ?= notebooks
 SITE_MODULES := sphinx, myst_nb, sphinx_book_theme, sphinx_copybutton, jieba
 site: $(STAMP) ## build the lessons as a website in build/site/ (English and Chinese)
 	$(PY) -c 'import $(SITE_MODULES)' 2>/dev/null || \
-	    $(PY) -m pip install -q -c constraints.txt -e '.[site]'
+	    $(PIP_INSTALL) '.[site]'
 	$(PY) site/build.py "$(SITE_NOTEBOOKS)"
 
 constraints: ## re-pin constraints.txt from a fresh resolve (then review the diff)
