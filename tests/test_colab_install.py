@@ -1,9 +1,8 @@
 """On Colab the setup cell installs d2l_gpu from git and keeps Colab's own torch.
 
-Offline, in two halves. Under a pretend Colab the setup cell (every lesson's, held to
-SETUP by tests/test_notebooks.py) asks for exactly one install: this repository, with
---no-deps. That install, from a local clone instead of GitHub, puts d2l_gpu alone into a
-fresh environment, where it imports against a torch that was there already (as on Colab).
+Offline: the setup cell (every lesson's, held to SETUP by tests/test_notebooks.py) runs
+under a pretend Colab, and its install from a local clone instead of GitHub goes into a
+fresh environment that has a torch already, as Colab has.
 """
 
 import os

@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
@@ -33,12 +32,6 @@ def test_each_gpu_is_offered_then_the_cpu(monkeypatch, kind, count):
     assert d2l_gpu.accelerator_type() == kind
     name = kind or "cuda"  # a GPU's name, whether or not it exists
     assert d2l_gpu.gpu() == torch.device(name, 0) and d2l_gpu.gpu(5) == torch.device(name, 5)
-
-
-def test_this_machine_agrees_with_torch():
-    expected = torch.accelerator.device_count() if torch.accelerator.is_available() else 0
-    assert d2l_gpu.num_gpus() == expected
-    assert (d2l_gpu.try_gpu() == CPU) == (expected == 0)
 
 
 @pytest.mark.gpu
@@ -91,16 +84,3 @@ def test_waiting_on_a_device_this_machine_lacks_says_what_it_has(
     ):
         wait(device)
     assert waits == []
-
-
-@pytest.mark.gpu
-def test_synchronize_waits_for_real_device_work():
-    device = d2l_gpu.try_gpu()
-    x = torch.randn(4096, 4096, device=device)
-    d2l_gpu.synchronize(device)
-    tik = time.perf_counter()
-    for _ in range(20):
-        x @ x
-    launched = time.perf_counter() - tik
-    d2l_gpu.synchronize(device)
-    assert time.perf_counter() - tik > 2 * launched  # it waited for what was launched

@@ -298,22 +298,6 @@ def test_each_side_of_a_step_is_measured_whatever_comes_first(monkeypatch, gpu_f
     assert clock.launches == 10 + 21  # ten products, the warm-up and 20 steps
 
 
-def test_the_stream_overlaps_host_and_gpu_inside_a_synced_step(monkeypatch):
-    # What lessons 04 and 06 state: with a sync every step, a step costs max(H, G)
-    # when its GPU work is launched first, H + G when it must wait for all host work;
-    # without the sync, about max(H, G) either way.
-    h, g = 300e-6, 200e-6
-    for work, synced in (([("gpu", g), ("host", h)], h), ([("host", h), ("gpu", g)], h + g)):
-        clock = Timeline(monkeypatch)
-        for sync, per_step in ((True, synced), (False, max(h, g))):
-            step = clock.program(*work, *([("sync", 0)] if sync else []))
-            start = clock.now
-            for _ in range(100):
-                step()
-            clock.sync()
-            assert (clock.now - start) / 100 == pytest.approx(per_step, rel=0.01)
-
-
 @pytest.mark.parametrize(
     ("busy_product", "device_seconds"),
     [
@@ -393,7 +377,7 @@ def test_benchmark_on_the_gpu_has_ten_blocks_and_times_the_kernels():
     tik = time.perf_counter()
     for _ in range(10):
         x @ x
-    d2l_gpu.synchronize(device)
+    d2l_gpu.synchronize(device)  # d2l_gpu's: were it a no-op, this would time only launches
     assert len(m.times) >= MIN_BLOCKS and m.iqr > 0, m
     assert m.median == pytest.approx((time.perf_counter() - tik) / 10, rel=0.3)
 
