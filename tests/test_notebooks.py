@@ -28,6 +28,7 @@ LANGUAGES = ("en", "zh")
 # link into the repository use it (a fork edits these two lines, then the files named).
 REPOSITORY = "d2l-gpu/d2l-gpu"
 BRANCH = "main"
+COLAB = f"https://colab.research.google.com/github/{REPOSITORY}/blob/{BRANCH}/notebooks/"
 LESSON_SOURCES = sorted(p for lang in LANGUAGES for p in (NOTEBOOKS / lang).glob("*.py"))
 STORED = sorted(p for lang in LANGUAGES for p in (NOTEBOOKS / lang).glob("*.ipynb"))
 ZH_SOURCES = [p for p in LESSON_SOURCES if p.parent.name == "zh"]
@@ -75,8 +76,6 @@ if d2l_gpu.num_gpus() == 0:
     print("No GPU found: every cell still runs on the CPU; the text says what a GPU shows.")
 """
 SETUP = _SETUP.rstrip("\n").replace("REPOSITORY", REPOSITORY)
-MAX_WORDS = {"chapter": 1100, "beyond": 1600}
-MAX_CHAPTER_WORDS = 6500  # lessons 01-07 together, per language
 MAX_OUTPUT_LINES = 40
 
 
@@ -103,10 +102,6 @@ def _stored(path: Path):
     return nbformat.read(path, as_version=4)
 
 
-def _cells(notebook) -> list[tuple[str, str, list[str]]]:
-    return [(c.cell_type, c.source, list(c.metadata.get("tags", []))) for c in notebook.cells]
-
-
 def _code(path: Path) -> list[str]:
     return [c.source for c in _read(path).cells if c.cell_type == "code"]
 
@@ -117,8 +112,7 @@ def _markdown(path: Path) -> list[str]:
 
 def _badge(lang: str, name: str) -> str:
     image = "https://colab.research.google.com/assets/colab-badge.svg"
-    colab = f"https://colab.research.google.com/github/{REPOSITORY}/blob/{BRANCH}"
-    return f"[![Open In Colab]({image})]({colab}/notebooks/{lang}/{name}.ipynb)"
+    return f"[![Open In Colab]({image})]({COLAB}{lang}/{name}.ipynb)"
 
 
 def _index() -> str:
@@ -134,16 +128,12 @@ def _index_titles() -> dict[str, str]:
 # The files
 
 
-def test_lessons_are_named_and_numbered_alike_in_both_languages():
-    names = {
-        lang: sorted(p.stem for p in LESSON_SOURCES if p.parent.name == lang) for lang in LANGUAGES
-    }
-    assert names["en"], "notebooks/en/ holds no lesson"
-    problems = [f"{n}: not NN-slug in lower-case ASCII" for n in names["en"] + names["zh"]
+def test_lessons_are_named_and_numbered_in_turn():
+    names = sorted({p.stem for p in LESSON_SOURCES})
+    assert names, "notebooks/en/ and notebooks/zh/ hold no lesson"
+    problems = [f"{n}: not NN-slug in lower-case ASCII" for n in names
                 if not re.fullmatch(r"\d\d-[a-z0-9]+(?:-[a-z0-9]+)*", n)]  # fmt: skip
-    problems += [f"en/{n} has no zh twin" for n in sorted(set(names["en"]) - set(names["zh"]))]
-    problems += [f"zh/{n} has no en twin" for n in sorted(set(names["zh"]) - set(names["en"]))]
-    numbers = sorted({n[:2] for n in names["en"] + names["zh"]})
+    numbers = sorted({n[:2] for n in names})
     expected = [f"{i:02d}" for i in range(1, len(numbers) + 1)]
     if numbers != expected:
         problems.append(f"lessons are numbered {numbers}, not 01 to {len(numbers):02d} in turn")
@@ -154,18 +144,15 @@ def test_lessons_are_named_and_numbered_alike_in_both_languages():
     "path", sorted({p.with_suffix(".py") for p in LESSON_SOURCES + STORED}), ids=_rel
 )
 def test_each_lesson_is_a_pair_with_the_same_content(path):
-    """Content, never file times (a git clone sets those at random)."""
+    """Content, never file times (a git clone sets those at random): written back as a script,
+    the .ipynb gives the .py byte for byte, so both hold the same cells, tags and alt text."""
     for file in (path, path.with_suffix(".ipynb")):
         assert file.is_file(), f"{_rel(file)} is missing: a lesson is a .py with its .ipynb"
     stored = _stored(path.with_suffix(".ipynb"))
-    assert _cells(stored) == _cells(_read(path)), (
-        f"{_rel(path)} and its .ipynb differ: run `python tools/execute.py {_rel(path)}`"
-    )
-    # Written back as a script the .ipynb gives the .py byte for byte: nothing to sync.
     config = load_jupytext_config(str(path.parent))
     assert jupytext.writes(stored, fmt="py:percent", config=config) == path.read_text(
         encoding="utf-8"
-    ), f"{_rel(path)}: `jupytext --sync` would rewrite it"
+    ), f"{_rel(path)} and its .ipynb differ: `python tools/execute.py {_rel(path)}`, `make sync`"
 
 
 # The title cell, the setup cell, the opening and the ending
@@ -223,34 +210,25 @@ def test_lesson_ends_with_what_it_showed_and_the_next_lesson(path):
 # What a reader reads: links, word caps
 
 
-_COLAB = re.compile(
-    rf"https://colab\.research\.google\.com/github/{re.escape(REPOSITORY)}/blob/{BRANCH}"
-    r"/notebooks/(en|zh)/(\d\d-[a-z0-9-]+)\.ipynb"
-)
-_URL = re.compile(r"https?://[^\s)\"'>\]]+")
-_CODE_SPAN = re.compile(r"```.*?```|`[^`\n]*`", re.S)
-_MD_LINK = re.compile(r"\]\(([^)\s]+)\)")
-
-
 @pytest.mark.parametrize("path", LESSON_SOURCES + DOCS, ids=_rel)
 def test_links_lead_somewhere_and_into_this_repository(path):
-    """Colab and GitHub links name this repository; relative links lead to a file."""
     assert path.is_file(), f"{_rel(path)} is missing"
     text = (
         "\n\n".join(_markdown(path)) if path.suffix == ".py" else path.read_text(encoding="utf-8")
     )
     problems = []
-    for url in _URL.findall(text):
+    for url in re.findall(r"https?://[^\s)\"'>\]]+", text):
         github = re.match(r"https://github\.com/([^/\s]+/[^/\s#]+)", url)
         if url.startswith("https://colab.research.google.com/github/"):
-            found = _COLAB.fullmatch(url)
+            found = re.fullmatch(re.escape(COLAB) + r"(en|zh)/(\d\d-[a-z0-9-]+)\.ipynb", url)
             if not found:
                 problems.append(f"{url} is not a Colab link into {REPOSITORY} at {BRANCH}")
             elif not (NOTEBOOKS / found[1] / f"{found[2]}.py").is_file():
                 problems.append(f"{url} opens a lesson that does not exist")
         elif github and github[1].lower().endswith("d2l-gpu") and github[1] != REPOSITORY:
             problems.append(f"{url} points at {github[1]}, not {REPOSITORY}")
-    for target in _MD_LINK.findall(_CODE_SPAN.sub("", text)):
+    prose = re.sub(r"```.*?```|`[^`\n]*`", "", text, flags=re.S)  # a link in code is code
+    for target in re.findall(r"\]\(([^)\s]+)\)", prose):
         relative = not re.match(r"[a-z+]+:|#", target)  # not an address, not an anchor
         if relative and not (path.parent / target.split("#")[0]).exists():
             problems.append(f"the link ({target}) leads nowhere")
@@ -296,20 +274,17 @@ _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 _COMMENT = re.compile(r"(?:^|\s)#\s?(.*)$", re.M)
 
 
-def _prose_words(text: str) -> float:
-    """Words, but half a word per Han character: two carry about one English word."""
-    text = re.sub(r"\]\([^)]*\)", "]", text)  # a link's text is prose, its target is not
-    return len(_HAN.findall(text)) / 2 + len(_CJK.sub(" ", text).split())
-
-
 def _comment_texts(source: str) -> list[str]:
     return [m[1] for m in _COMMENT.finditer(source)]
 
 
 def _words(path: Path) -> float:
-    """Markdown and code comments: a reader reads both as prose."""
+    """Markdown and code comments, as a reader reads both as prose; half a word per Han
+    character, as two carry about one English word."""
     comments = [text for source in _code(path) for text in _comment_texts(source)]
-    return _prose_words("\n".join(_markdown(path) + comments))
+    text = "\n".join(_markdown(path) + comments)
+    text = re.sub(r"\]\([^)]*\)", "]", text)  # a link's text is prose, its target is not
+    return len(_HAN.findall(text)) / 2 + len(_CJK.sub(" ", text).split())
 
 
 @pytest.mark.parametrize("name", [*map(_rel, LESSON_SOURCES), *LANGUAGES])
@@ -317,10 +292,10 @@ def test_prose_fits_its_word_cap(name):
     """Each lesson, and each language's lessons 01-07 together (the chapter's path)."""
     if name in LANGUAGES:
         lessons = [p for p in LESSON_SOURCES if p.parent.name == name and not _beyond(p)]
-        cap = MAX_CHAPTER_WORDS
+        cap = 6500
     else:
         lessons = [ROOT / name]
-        cap = MAX_WORDS["beyond" if _beyond(lessons[0]) else "chapter"]
+        cap = 1600 if _beyond(lessons[0]) else 1100
     words = sum(_words(p) for p in lessons)
     assert words <= cap, (
         f"{name}: {words:.0f} words of prose (markdown and code comments; two Han "
@@ -340,11 +315,11 @@ def _without_comments(source: str) -> list[tuple[int, str]]:
     return [(t.type, t.string) for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL)]
 
 
-@pytest.mark.parametrize("name", sorted({p.stem for p in ZH_SOURCES}))
-def test_both_languages_have_identical_code(name):
+@pytest.mark.parametrize("name", sorted({p.stem for p in LESSON_SOURCES}))
+def test_both_languages_have_the_lesson_with_identical_code(name):
     paths = [NOTEBOOKS / lang / f"{name}.py" for lang in LANGUAGES]
-    if not all(p.is_file() for p in paths):
-        pytest.skip(f"{name} lacks a twin (the naming test says so)")
+    missing = [_rel(p) for p in paths if not p.is_file()]
+    assert not missing, f"{name}: its twin {', '.join(missing)} is missing"
     en, zh = (_code(p) for p in paths)
     assert len(en) == len(zh), f"{name}: {len(en)} code cells in en, {len(zh)} in zh"
     for i, (a, b) in enumerate(zip(en, zh, strict=True)):
@@ -353,8 +328,6 @@ def test_both_languages_have_identical_code(name):
         )
 
 
-_MAGIC = re.compile(r"^\s*[%!]", re.M)
-_RETIRED = re.compile(r"D2L_DEVICE|\bENV_VAR\b")
 # Calls that create files. A lesson using one must work in a temporary folder.
 _WRITES = re.compile(
     r"open\([^)]*['\"][wax]b?\+?['\"]|\.savefig\(|torch\.save\(|np\.save|\.write_(?:text|bytes)\("
@@ -374,7 +347,7 @@ def test_lesson_code_is_a_plain_script(path):
         except SyntaxError as error:
             problems.append(f"{where} does not compile: {error.msg}")
             continue
-        if _MAGIC.search(source) or (i > 0 and "get_ipython" in source):
+        if re.search(r"^\s*[%!]", source, re.M) or (i > 0 and "get_ipython" in source):
             problems.append(f"{where} uses IPython (a % or ! line, or get_ipython())")
         nodes = [n for n in ast.walk(ast.parse(source)) if isinstance(n, _DOCUMENTED)]
         if any(ast.get_docstring(n) is not None for n in nodes):
@@ -382,7 +355,7 @@ def test_lesson_code_is_a_plain_script(path):
     code, text = "\n".join(_code(path)), path.read_text(encoding="utf-8")
     if _WRITES.search(code) and "tempfile" not in code:
         problems.append("it writes files, but not into a tempfile folder")
-    if found := _RETIRED.findall(text):
+    if found := re.findall(r"D2L_DEVICE|\bENV_VAR\b", text):
         problems.append(f"{sorted(set(found))} are retired (CUDA_VISIBLE_DEVICES= hides GPUs)")
     if "raises-exception" in text:
         problems.append("a cell is tagged raises-exception: catch the error and print it")
@@ -493,27 +466,6 @@ _INLINE_CODE = re.compile(r"`[^`]*`|\]\([^)]*\)")
 _FENCE = re.compile(r"^```.*?^```", re.M | re.S)
 
 
-def _glossary_problems(paragraphs: list[str], comments: list[str] = ()) -> list[str]:
-    """Code comments are held to the words, not to the punctuation (they quote code)."""
-    problems = []
-    for paragraph in [*paragraphs, *comments]:
-        prose = _INLINE_CODE.sub("", paragraph)
-        where = repr(prose.strip()[:30])
-        problems += [f"calque {m!r}" for m in _CALQUES.findall(prose)]
-        problems += [f"单元 without 格 in {where}" for _ in _LONE_UNIT.findall(prose)]
-        problems += [f"核 for a core (write 核心) in {where}" for _ in _LONE_CORE.findall(prose)]
-        problems += [f"{m!r} for GPU memory (write 显存)" for m in _GPU_MEMORY.findall(prose)]
-        if paragraph in comments:
-            continue
-        problems += [f"half-width {m!r} in Chinese prose" for m in _HALF_WIDTH.findall(prose)]
-        problems += [f"{m!r}: write 25% and 100 × 100" for m in _TYPOGRAPHY.findall(prose)]
-        problems += [f"two parentheses back to back in {where}" for _ in prose.split("）（")[1:]]
-        problems += [f"straight or corner quote in {where}" for q in '"「」' if q in prose]
-        if "笔记本电脑" in prose and "笔记本" in prose.replace("笔记本电脑", ""):
-            problems.append(f"笔记本 and 笔记本电脑 in one paragraph: {where}")
-    return problems
-
-
 def _paragraphs(text: str) -> list[str]:
     return re.split(r"\n\s*\n", text)
 
@@ -534,13 +486,29 @@ _ENGLISH = re.compile(r"[A-Za-z]{3,}\s+[A-Za-z]{2,}")  # two English words in a 
 
 @pytest.mark.parametrize("name", CHINESE)
 def test_chinese_follows_the_glossary_and_comments_are_chinese(name):
-    """A lesson's code comments too, but the setup cell's (the same in every lesson)."""
+    """A lesson's code comments too, but the setup cell's (the same in every lesson); they are
+    held to the words, not to the punctuation (they quote code)."""
     paragraphs = _chinese_prose(name)
     assert paragraphs, f"{name}: no Chinese text found"
     comments = []
     if name.endswith(".py"):
         comments = [text for source in _code(ROOT / name)[1:] for text in _comment_texts(source)]
-    problems = _glossary_problems(paragraphs, comments)
+    problems = []
+    for paragraph in [*paragraphs, *comments]:
+        prose = _INLINE_CODE.sub("", paragraph)
+        where = repr(prose.strip()[:30])
+        problems += [f"calque {m!r}" for m in _CALQUES.findall(prose)]
+        problems += [f"单元 without 格 in {where}" for _ in _LONE_UNIT.findall(prose)]
+        problems += [f"核 for a core (write 核心) in {where}" for _ in _LONE_CORE.findall(prose)]
+        problems += [f"{m!r} for GPU memory (write 显存)" for m in _GPU_MEMORY.findall(prose)]
+        if paragraph in comments:
+            continue
+        problems += [f"half-width {m!r} in Chinese prose" for m in _HALF_WIDTH.findall(prose)]
+        problems += [f"{m!r}: write 25% and 100 × 100" for m in _TYPOGRAPHY.findall(prose)]
+        problems += [f"two parentheses back to back in {where}" for _ in prose.split("）（")[1:]]
+        problems += [f"straight or corner quote in {where}" for q in '"「」' if q in prose]
+        if "笔记本电脑" in prose and "笔记本" in prose.replace("笔记本电脑", ""):
+            problems.append(f"笔记本 and 笔记本电脑 in one paragraph: {where}")
     if english := [t for t in comments if _ENGLISH.search(t) and not _HAN.search(t)]:
         problems.append(f"English comments: {english[:3]}")
     assert not problems, f"{name}: " + "; ".join(problems)
@@ -551,14 +519,10 @@ def test_chinese_follows_the_glossary_and_comments_are_chinese(name):
 _BROKEN = re.compile(rf"(?:{_CJK.pattern}|[“”…])\n[ \t]*{_HAN.pattern}")
 
 
-def _broken_lines(text: str) -> list[str]:
-    text = _FENCE.sub("", text)  # code keeps its lines
-    return [re.sub(r"\n[ \t]*", "⏎", m) for m in _BROKEN.findall(text)]
-
-
 @pytest.mark.parametrize("name", [*CHINESE, "notebooks/zh/README.md"])
 def test_no_line_break_inside_a_chinese_paragraph(name):
-    broken = _broken_lines("\n\n".join(_chinese_prose(name)))
+    text = _FENCE.sub("", "\n\n".join(_chinese_prose(name)))  # code keeps its lines
+    broken = [re.sub(r"\n[ \t]*", "⏎", m) for m in _BROKEN.findall(text)]
     assert not broken, f"{name}: {len(broken)} line breaks a reader sees as spaces: {broken[:8]}"
 
 
