@@ -15,8 +15,7 @@ import pytest
 nbformat = pytest.importorskip("nbformat", reason="the site build reads notebooks")
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "site"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "site"))
 import build  # noqa: E402 (site/build.py)
 
 BADGE = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://x)"
@@ -60,7 +59,7 @@ def lesson(lang: str, words: str, record: bool = False) -> nbformat.NotebookNode
 def notebooks(tmp_path_factory) -> Path:
     nb = tmp_path_factory.mktemp("site") / "notebooks"
     rows = "| # | en | zh |\n| - | - | - |\n| 01 | [A](en/01-a.ipynb) | [甲](zh/01-a.ipynb) |"
-    for path, text in {
+    files = {
         "README.md": f"# Lessons / 课程\n\nIntro.\n\n中文简介。\n\n## Path / 主线\n\n{rows}\n",
         "gpu/README.md": "# GPUs\n\nSee the records.\n",
         "zh/README.md": "# 术语表\n\n| en | 中文 | 说明 |\n| - | - | - |\n| pin | 锁页内存 | 是 |",
@@ -68,14 +67,13 @@ def notebooks(tmp_path_factory) -> Path:
             MANIFEST | {"lessons": {f"{x}/01-a": f"{x}/01-a.ipynb" for x in LANGS}}
         ),
         "../SECRETPATH": SECRET,
-    }.items():
+    }
+    for lang in LANGS:
+        files[f"{lang}/01-a.ipynb"] = nbformat.writes(lesson(lang, "lessonword"))
+        files[f"gpu/m/{lang}/01-a.ipynb"] = nbformat.writes(lesson(lang, "recordword", True))
+    for path, text in files.items():
         (nb / path).parent.mkdir(parents=True, exist_ok=True)
         (nb / path).write_text(text, encoding="utf-8")
-    for lang in LANGS:
-        (nb / lang).mkdir(exist_ok=True)
-        (nb / "gpu" / "m" / lang).mkdir(exist_ok=True)
-        nbformat.write(lesson(lang, "lessonword"), nb / lang / "01-a.ipynb")
-        nbformat.write(lesson(lang, "recordword", True), nb / "gpu" / "m" / lang / "01-a.ipynb")
     return nb
 
 
@@ -157,9 +155,7 @@ BAD = [  # a file planted in the copy (None: removed), and the words of its one 
     ("zh/02-b.ipynb", NO_DEVICE, "02-b.ipynb: metadata.executed lacks date, device"),
     ("gpu/n/manifest.json", '{"gpus": []}', "n/manifest.json: no driver"),
     ("gpu/m/en/01-a.ipynb", None, "01-a.ipynb: not a notebook (FileNotFoundError"),
-    ("gpu/m/zh/01-a.ipynb", "{", "01-a.ipynb: not a notebook"),
     ("gpu/README.md", None, "gpu/README.md: missing"),
-    ("README.md", None, "README.md: missing"),
 ]
 
 
