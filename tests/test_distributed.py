@@ -3,9 +3,9 @@ this process (a one-rank group) or on simulated machines."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
+import runpy
 import socket
 import subprocess
 import sys
@@ -27,6 +27,7 @@ import gpu_check  # noqa: E402 (its end_all ends a job's ranks, as after its own
 DEMO = ROOT / "notebooks" / "scripts" / "all_reduce_demo.py"
 DEVICE_LINE = re.compile(r"^rank (\d+)/(\d+): local rank (\d+), device (\S+), backend (\w+)", re.M)
 SUM_LINE = re.compile(r"^rank (\d+)/\d+: all_reduce\(sum\) = \[([^\]]*)\], checked$", re.M)
+ONE_RANK = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"}
 
 
 def free_port() -> int:
@@ -75,12 +76,11 @@ def test_two_processes_on_gloo_sum_correctly_without_numpy_and_rank_0_times_them
 
 
 def test_process_group_joins_on_its_device_and_always_leaves(monkeypatch):
-    """A one-rank job in this process, set up as torchrun would."""
-    simulate_machine(monkeypatch, None, 0)
-    for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
+    """A one-rank job in this process, set up as torchrun would, on a Mac: gloo and nccl
+    cannot read MPS tensors, so the rank computes on the CPU."""
+    simulate_machine(monkeypatch, "mps", 1)
+    for key, value in {**ONE_RANK, "MASTER_PORT": str(free_port())}.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     with pytest.raises(KeyError), distributed.process_group(timeout=10) as me:
         assert (me.rank, me.world_size, me.local_rank) == (0, 1, 0)
         assert (me.device, me.backend) == (torch.device("cpu"), "gloo")
@@ -94,10 +94,8 @@ def test_process_group_joins_on_its_device_and_always_leaves(monkeypatch):
 
 def test_process_group_makes_a_nccl_group_bound_to_the_device_when_nccl_suits(monkeypatch):
     """The nccl wiring, simulated: a real one-rank gloo group, a pretend GPU of its own."""
-    for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}.items():
+    for key, value in {**ONE_RANK, "MASTER_PORT": str(free_port())}.items():
         monkeypatch.setenv(key, value)
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(free_port()))
     monkeypatch.setattr(distributed, "rank_device", lambda local: torch.device("cpu"))
     monkeypatch.setattr(distributed, "device_identity", lambda device: "cuda GPU-a")
     calls = []
@@ -108,48 +106,31 @@ def test_process_group_makes_a_nccl_group_bound_to_the_device_when_nccl_suits(mo
     assert not dist.is_initialized()
 
 
-def test_process_group_refuses_to_start_outside_torchrun_or_with_an_unknown_backend(monkeypatch):
+def test_process_group_refuses_outside_torchrun_a_bad_local_rank_or_backend(monkeypatch):
     monkeypatch.delenv("LOCAL_RANK", raising=False)
     with pytest.raises(RuntimeError, match="LOCAL_RANK, which is missing.*torchrun"):
         distributed.process_group().__enter__()
+    for bad in ("one", "²"):  # str.isdigit() holds for '²', which int() refuses
+        monkeypatch.setenv("LOCAL_RANK", bad)
+        with pytest.raises(ValueError, match=f"LOCAL_RANK must be an integer >= 0, got '{bad}'"):
+            distributed.process_group().__enter__()
     monkeypatch.setenv("LOCAL_RANK", "0")
     with pytest.raises(ValueError, match=r"'mpi'; accepted: 'auto', 'gloo', 'nccl'"):
         distributed.process_group("mpi").__enter__()
     assert not dist.is_initialized()
 
 
-def test_local_rank_reads_torchrun_variable():
-    assert distributed.local_rank({}) is None
-    assert distributed.local_rank({"LOCAL_RANK": "3"}) == 3
-    for bad in ("one", "²"):  # str.isdigit() holds for '²', which int() refuses
-        with pytest.raises(ValueError, match=f"LOCAL_RANK must be an integer >= 0, got '{bad}'"):
-            distributed.local_rank({"LOCAL_RANK": bad})
-
-
-@pytest.mark.parametrize("kind", [None, "mps"])  # gloo and nccl cannot read MPS tensors
-def test_a_rank_without_a_cuda_gpu_computes_on_the_cpu(monkeypatch, kind):
-    simulate_machine(monkeypatch, kind, 1)
-    assert distributed.rank_device(1) == torch.device("cpu")
-
-
 @pytest.mark.parametrize(
     ("ranks", "used", "problems"),  # ranks: (LOCAL_RANK, UUIDs of the GPUs it sees) each
     [
-        # Two torchrun launches on 127.0.0.1: both ranks have LOCAL_RANK 0 and see one GPU.
-        (
-            [(0, ["GPU-a"]), (0, ["GPU-a"])],
-            ["GPU-a", "GPU-a"],
-            ["ranks 0, 1 share one GPU (GPU-a)"],
-        ),
         (  # more processes than GPUs: taken in turn, shared
             [(r, ["GPU-a", "GPU-b"]) for r in range(3)],
             ["GPU-a", "GPU-b", "GPU-a"],
             ["ranks 0, 2 share one GPU (GPU-a)"],
         ),
-        # One GPU per rank: the launcher left each rank its own (CUDA_VISIBLE_DEVICES), or
-        # each sees all and takes the one of its LOCAL_RANK.
+        # One GPU per rank: the launcher left each rank its own (CUDA_VISIBLE_DEVICES), so
+        # each sees one as cuda:0; the UUIDs tell them apart.
         ([(0, ["GPU-a"]), (1, ["GPU-b"])], ["GPU-a", "GPU-b"], []),
-        ([(0, ["GPU-a", "GPU-b"]), (1, ["GPU-a", "GPU-b"])], ["GPU-a", "GPU-b"], []),
     ],
 )
 def test_a_simulated_job_uses_nccl_when_each_rank_has_a_gpu_of_its_own(
@@ -170,35 +151,27 @@ def test_a_simulated_job_uses_nccl_when_each_rank_has_a_gpu_of_its_own(
 
 
 @pytest.mark.parametrize(
-    ("identities", "requested", "backend"),
+    ("identities", "requested", "outcome"),  # outcome: the backend, or the error raised
     [
-        (["cuda GPU-a", "cpu"], "auto", "gloo"),
         (["cuda GPU-a", "cuda GPU-b"], "gloo", "gloo"),
-        (["cpu", "cpu"], "gloo", "gloo"),
         (["cuda GPU-a"], "nccl", "nccl"),
+        (["cuda GPU-a", "cpu"], "nccl", RuntimeError("rank 1 has no CUDA device; accepted here")),
+        (["cpu"], "mpi", ValueError("'mpi'; accepted: 'auto', 'gloo', 'nccl'")),
+        ([], "auto", ValueError("at least one rank")),
     ],
 )
-def test_choose_backend(identities, requested, backend):
-    assert distributed.choose_backend(identities, requested) == backend
-
-
-def test_choose_backend_explains_what_it_refuses():
-    with pytest.raises(RuntimeError, match=r"but rank 1 has no CUDA device; accepted here"):
-        distributed.choose_backend(["cuda GPU-a", "cpu"], "nccl")
-    with pytest.raises(RuntimeError, match=r"ranks 0, 1 share one GPU \(GPU-a\); accepted here"):
-        distributed.choose_backend(["cuda GPU-a", "cuda GPU-a"], "nccl")
-    with pytest.raises(ValueError, match=r"'mpi'; accepted: 'auto', 'gloo', 'nccl'"):
-        distributed.choose_backend(["cpu"], "mpi")
-    with pytest.raises(ValueError, match="at least one rank"):
-        distributed.choose_backend([])
+def test_choose_backend_gives_the_one_asked_for_or_says_why_not(identities, requested, outcome):
+    if isinstance(outcome, str):
+        assert distributed.choose_backend(identities, requested) == outcome
+    else:
+        with pytest.raises(type(outcome), match=re.escape(str(outcome))):
+            distributed.choose_backend(identities, requested)
 
 
 def test_demo_times_each_all_reduce_after_a_barrier_until_the_gpu_is_done(monkeypatch):
     """On a simulated GPU where an all_reduce queues 10 ms of work and returns at once;
     two sizes take turns, so that a busy spell on the machine slows both alike."""
-    spec = importlib.util.spec_from_file_location("all_reduce_demo", DEMO)
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)  # as a module, not __main__: no launch hint, no exit
+    demo = runpy.run_path(str(DEMO), run_name="all_reduce_demo")  # not __main__: no exit
     simulate_machine(monkeypatch, "cuda", 1)
     clock, events = Timeline(monkeypatch), []
 
@@ -214,7 +187,7 @@ def test_demo_times_each_all_reduce_after_a_barrier_until_the_gpu_is_done(monkey
     monkeypatch.setattr(dist, "barrier", lambda group=None: events.append("barrier"))
     monkeypatch.setattr(dist, "all_reduce", all_reduce)
     me = distributed.Rank(0, 2, 0, torch.device("cuda", 0), "gloo", None, ())
-    times = demo.time_all_reduce(me, [torch.zeros(4), torch.zeros(8)], repeats=2)
+    times = demo["time_all_reduce"](me, [torch.zeros(4), torch.zeros(8)], repeats=2)
     # Each Timer starts (and waits) on creation; then 10 warm-up rounds and the 2 timed
     # ones, each round one call of each size.
     one_round = ["barrier", "wait cuda:0", "all_reduce 4", "wait cuda:0"]

@@ -42,7 +42,7 @@ def markup(text: str) -> list[str]:
     return found + [f"{c.type} {c.attrs.get('href', c.content)}" for c in inline if c.type in kinds]
 
 
-def fabricated(tmp_path: Path, gpus: list[str]) -> tuple[Path, Path]:
+def fabricated(tmp_path: Path, gpus: list[str], notes: tuple = ("n",)) -> tuple[Path, Path]:
     """Today's lessons en/zh 01-x, and a report where en passed and zh failed."""
     notebooks, report = tmp_path / "notebooks", tmp_path / "report"
     for language in ("en", "zh"):
@@ -57,7 +57,7 @@ def fabricated(tmp_path: Path, gpus: list[str]) -> tuple[Path, Path]:
     steps = [{"step": "info", "outcome": "passed"}, {"step": "en/01-x", "outcome": "passed"}]
     steps += [{"step": "zh/01-x", "outcome": "failed: boom"}]
     facts = {"date": "2000-01-01", "commit": "abc1234", "python": "3.12", "torch": "2.x"}
-    run = {**facts, "cuda": "13", "driver": "1.2", "gpus": gpus, "steps": steps, "notes": ["n"]}
+    run = {**facts, "cuda": "13", "driver": "1.2", "gpus": gpus, "steps": steps, "notes": [*notes]}
     (report / "run.json").write_text(json.dumps(run))
     return notebooks, report
 
@@ -70,7 +70,6 @@ def test_publish_copies_passed_lessons_with_a_manifest_and_writes_one_page(tmp_p
     assert manifest["lessons"] == {"en/01-x": "en/01-x.ipynb"}, "only passed lessons"
     assert manifest["machine"] == "fake-gpu-9000" and manifest["driver"] == "1.2"
     assert set(manifest) == {"machine", "lessons", "notes", *publish_gpu.FACTS}
-    assert manifest["notes"] == ["n"], "a note says why a fact is missing: it stays with them"
     published = nbformat.read(folder / "en/01-x.ipynb", as_version=4)
     assert published.metadata == {"kernelspec": KERNEL}
     assert published.cells[-1].outputs[0].text == "3 GB/s\n"
@@ -79,7 +78,7 @@ def test_publish_copies_passed_lessons_with_a_manifest_and_writes_one_page(tmp_p
     page = publish_gpu.render(notebooks)
     assert "## 2 × Fake GPU 9000 (`fake-gpu-9000/`)" in page
     facts = r"Driver 1\.2, torch 2\.x (CUDA 13), Python 3\.12; run on 2000\-01\-01"
-    assert f"{facts} at commit abc1234.\n\nn\n" in page
+    assert f"{facts} at commit abc1234.\n\nn\n" in page, "a note says why a fact is missing"
     # a = 1 (comments aside) and one b = 2 are as run; the second b = 2 and print(a) are not.
     row = "| 01 – X | [2 of 4](fake-gpu-9000/en/01-x.ipynb), an older version ran | not run on"
     assert row in page
@@ -121,9 +120,7 @@ def files(folder: Path) -> dict[Path, bytes]:
         (None, "nothing published, .*fake-gpu-9000 is as it was \\(NotJSONError"),
     ],
 )
-def test_publish_refuses_a_broken_report_in_one_line_a_field_and_changes_nothing(
-    tmp_path, run, lines
-):
+def test_publish_refuses_a_broken_report_a_line_a_field_and_changes_nothing(tmp_path, run, lines):
     notebooks, report = fabricated(tmp_path, ["Fake GPU 9000"])
     publish_gpu.publish(report, notebooks)  # a machine published before
     before = files(notebooks)
@@ -140,10 +137,8 @@ def test_publish_refuses_a_broken_report_in_one_line_a_field_and_changes_nothing
 
 
 def test_a_report_is_data_on_the_page_and_in_the_records(tmp_path):
-    notebooks, report = fabricated(tmp_path, ["Fake GPU 9000"])
-    run = json.loads((report / "run.json").read_text())
-    run["notes"] = [p for p in PAYLOADS.values() if "\n" not in p]
-    (report / "run.json").write_text(json.dumps(run))
+    notes = tuple(p for p in PAYLOADS.values() if "\n" not in p)
+    notebooks, report = fabricated(tmp_path, ["Fake GPU 9000"], notes)
     ran = nbformat.read(notebooks / "en/01-x.ipynb", as_version=4)  # today's lesson, run
     everything = "\n\n".join(PAYLOADS.values())
     ran.cells[1:1] = [new_markdown_cell(everything), nbformat.v4.new_raw_cell("<script>")]
@@ -172,9 +167,8 @@ def test_a_report_is_data_on_the_page_and_in_the_records(tmp_path):
     assert [c.cell_type for c in record.cells] == ["markdown"] * 2 + ["code"] * 4, "no raw cell"
     assert all(markup(c.source) == [] for c in record.cells if c.cell_type == "markdown")
     kept = [(o.output_type, *o.get("data", {})) for o in record.cells[-1].outputs]
-    assert kept == [("stream",), ("display_data", "text/plain")] + [
-        ("display_data", "image/png", "text/plain")
-    ]
+    png = ("display_data", "image/png", "text/plain")
+    assert kept == [("stream",), ("display_data", "text/plain"), png]
     figure = {"tags": ["key-result"], "mystnb": {"image": {"alt": alt}}}  # a string alt alone
     assert [c.metadata for c in record.cells[-3:]] == [{}, {}, figure]
 
@@ -201,7 +195,5 @@ def test_the_page_refuses_a_broken_manifest_in_one_line_naming_it(tmp_path, chan
 
 def test_the_gpu_page_is_the_one_render_writes_from_today_s_lessons():
     # A lesson whose code changed makes the page's "as run" counts stale until it is regenerated.
-    # What render() writes (counts, "an older version ran", key results of today's code only)
-    # is held by the fabricated-report tests above.
     page = (ROOT / "notebooks/gpu/README.md").read_text(encoding="utf-8")
     assert publish_gpu.render() == page, "stale: regenerate it with python tools/publish_gpu.py"
