@@ -112,9 +112,9 @@ class Timeline:
         self.now = max(self.now, self.free_at) + self.sync_cost
 
     def program(self, *work: tuple[str, float]):
-        """A function doing ``work`` in order: ("host", s), ("gpu", s) launches a
-        kernel of s seconds, ("sync", 0) waits for the GPU (``.item()``)."""
-        act = {"host": self.host, "gpu": self.launch, "sync": lambda _: self.sync()}
+        """A function doing ``work`` in order: ("host", s) costs s host seconds, ("gpu", s)
+        launches a kernel of s seconds."""
+        act = {"host": self.host, "gpu": self.launch}
 
         def run() -> None:
             for kind, seconds in work:
