@@ -4,9 +4,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 LESSONS ?= $(wildcard notebooks/en/[0-9]*.py notebooks/zh/[0-9]*.py)
-# nbval, as `make test` runs it (the one place its options live); two lessons or test
-# files at a time, each lesson's cells in order in one kernel.
-NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 -n 2 --dist loadscope \
+# nbval, as `make test` runs it (the one place its options live): three lessons or test files
+# at a time (one often waits on a kernel or a child), each lesson's cells in order in one kernel.
+NBVAL := --nbval --nbval-current-env --nbval-cell-timeout=60 -n 3 --dist loadscope \
          --nbval-sanitize-with tests/nbval-sanitize.cfg -p no:cacheprovider
 # What `make lab` serves, and extra `jupyter lab` options (e.g. --no-browser).
 LAB_ROOT ?= notebooks
@@ -44,9 +44,9 @@ lab: $(STAMP) ## open the lessons in JupyterLab, the index first
 	    --LabApp.default_url=/lab/tree/README.md \
 	    $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_OPTIONS)
 
-# One OpenMP thread per kernel: two 2-thread kernels on 2 cores spin (07: 1 s became 114 s).
+# One OpenMP thread per kernel: 2-thread kernels on 2 cores spin (07: 1 s became 114 s).
 # The unit tests and the lessons in one run, so that neither waits for the other's last file.
-test: $(STAMP) ## unit tests and every lesson through nbval, two at a time
+test: $(STAMP) ## unit tests and every lesson through nbval, three at a time
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q $(NBVAL) tests notebooks --ignore=notebooks/gpu
 
 unit: $(STAMP) ## unit tests only (gpu-marked ones skip without a GPU), two at a time
