@@ -126,7 +126,7 @@ def test_gpu_check_on_a_cpu_machine_says_so_runs_what_it_can_and_reports(
     assert done == 1, "a lesson that raises fails the run"
     run = json.loads((report / "run.json").read_text())
     assert {"date", "commit", "python", "torch", "cuda", "driver", "gpus"} <= set(run)
-    outcomes = {s["step"]: s["outcome"] for s in run["steps"]}
+    outcomes = steps(report)
     assert outcomes["info"] == outcomes["gpu-tests"] == outcomes["en/01-a"] == "passed"
     assert " skipped" in (report / "gpu-tests.log").read_text()
     assert outcomes["torchrun-nccl"].startswith("skipped")
